@@ -1,0 +1,431 @@
+//! Validated configuration: turns the raw command line and the `DRAINIT_*` /
+//! `TINI_*` environment into the settings the supervisor runs on, or into a
+//! one-line usage error that names the offending option.
+
+use std::ffi::{OsStr, OsString};
+use std::fmt;
+use std::time::Duration;
+
+use crate::cli::RawArgs;
+use crate::signals;
+
+/// A bad option or variable; printed as one line, exit code 2.
+#[derive(Debug, PartialEq, Eq)]
+pub struct UsageError(pub String);
+
+impl fmt::Display for UsageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    pub program: OsString,
+    pub args: Vec<OsString>,
+    pub subreaper: bool,
+    pub pdeathsig: Option<i32>,
+    pub verbosity: u8,
+    pub warn_on_reap: bool,
+    pub kill_process_group: bool,
+    /// Exit codes of the child reported as 0 (tini's `-e`).
+    pub remap_exit: Vec<u8>,
+    /// dumb-init's `-r FROM:TO`; TO = 0 drops the signal.
+    pub rewrite: Vec<(i32, i32)>,
+    /// `DRAINIT_LOG`: an env_logger filter that overrides the verbosity.
+    pub log_filter: Option<String>,
+}
+
+/// What the command line asks for.
+#[derive(Debug)]
+pub enum Request {
+    Run(Box<Config>),
+    License,
+}
+
+/// Where a setting's text came from, so errors name what the user typed.
+struct Setting {
+    text: String,
+    origin: String,
+}
+
+/// Looks up environment variables; a function so tests can supply their own.
+pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<OsString>;
+
+struct Env<'a>(EnvLookup<'a>);
+
+impl Env<'_> {
+    /// A variable's value; set-but-empty counts as unset, as is usual for
+    /// `docker run -e NAME=`.
+    fn get(&self, name: &str) -> Result<Option<String>, UsageError> {
+        match (self.0)(name) {
+            None => Ok(None),
+            Some(v) if v.is_empty() => Ok(None),
+            Some(v) => v
+                .into_string()
+                .map(Some)
+                .map_err(|_| UsageError(format!("{name} is not valid UTF-8"))),
+        }
+    }
+
+    /// tini's variables switch on when set at all, even to "".
+    fn is_set(&self, name: &str) -> bool {
+        (self.0)(name).is_some()
+    }
+
+    /// The flag's value if given, else its `DRAINIT_*` variable.
+    fn setting(
+        &self,
+        flag: Option<String>,
+        flag_name: &str,
+        var: &str,
+    ) -> Result<Option<Setting>, UsageError> {
+        if let Some(text) = flag {
+            return Ok(Some(Setting {
+                text,
+                origin: flag_name.to_string(),
+            }));
+        }
+        Ok(self.get(var)?.map(|text| Setting {
+            text,
+            origin: var.to_string(),
+        }))
+    }
+
+    /// Repeatable flags; the variable holds a comma-separated list.
+    fn list(&self, flags: Vec<String>, flag_name: &str, var: &str) -> Result<Vec<Setting>, UsageError> {
+        if !flags.is_empty() {
+            return Ok(flags
+                .into_iter()
+                .map(|text| Setting {
+                    text,
+                    origin: flag_name.to_string(),
+                })
+                .collect());
+        }
+        Ok(self
+            .get(var)?
+            .map(|all| {
+                all.split(',')
+                    .map(|part| Setting {
+                        text: part.trim().to_string(),
+                        origin: var.to_string(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
+    fn flag(&self, flag: bool, var: &str) -> Result<bool, UsageError> {
+        if flag {
+            return Ok(true);
+        }
+        match self.get(var)? {
+            None => Ok(false),
+            Some(text) => parse_bool(&text).map_err(|e| invalid(&text, var, &e)),
+        }
+    }
+}
+
+fn invalid(text: &str, origin: &str, why: &str) -> UsageError {
+    UsageError(format!("invalid value '{text}' for {origin}: {why}"))
+}
+
+impl Setting {
+    fn parse<T>(&self, parse: impl Fn(&str) -> Result<T, String>) -> Result<T, UsageError> {
+        parse(&self.text).map_err(|why| invalid(&self.text, &self.origin, &why))
+    }
+}
+
+pub fn parse_bool(text: &str) -> Result<bool, String> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" => Ok(false),
+        _ => Err("expected 1/true/yes/on or 0/false/no/off".into()),
+    }
+}
+
+/// Parses `500ms`, `20s`, `2m` or a bare number of seconds (`20`, `0.5`).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    const HINT: &str = "expected a duration such as 500ms, 20s, 2m or a number of seconds";
+    let t = text.trim();
+    let (number, scale_ms) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1_000.0)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60_000.0)
+    } else {
+        (t, 1_000.0)
+    };
+    let well_formed = !number.is_empty()
+        && number.bytes().all(|b| b.is_ascii_digit() || b == b'.')
+        && number.bytes().filter(|&b| b == b'.').count() <= 1
+        && number.bytes().any(|b| b.is_ascii_digit());
+    if !well_formed {
+        return Err(HINT.into());
+    }
+    let value: f64 = number.parse().map_err(|_| HINT.to_string())?;
+    let ms = value * scale_ms;
+    // A year is far beyond any platform's stop timeout; anything longer is a typo.
+    if !ms.is_finite() || ms > 365.0 * 24.0 * 3_600_000.0 {
+        return Err("duration is too long".into());
+    }
+    Ok(Duration::from_micros((ms * 1_000.0).round() as u64))
+}
+
+pub fn parse_exit_code(text: &str) -> Result<u8, String> {
+    let t = text.trim();
+    if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
+        return Err("expected an exit code 0-255".into());
+    }
+    t.parse::<u8>().map_err(|_| "expected an exit code 0-255".into())
+}
+
+/// `FROM:TO` as dumb-init reads it; TO may be 0 to drop the signal.
+pub fn parse_rewrite(text: &str) -> Result<(i32, i32), String> {
+    let (from, to) = text
+        .split_once(':')
+        .ok_or_else(|| "expected FROM:TO, e.g. TERM:QUIT or 15:0".to_string())?;
+    let from = signals::parse_signal(from)?;
+    if !signals::is_forwardable(from) {
+        return Err(format!("{} is never forwarded, so it cannot be rewritten", signals::signal_name(from)));
+    }
+    let to = if to.trim() == "0" { 0 } else { signals::parse_signal(to)? };
+    Ok((from, to))
+}
+
+fn parse_verbosity(text: &str) -> Result<u8, String> {
+    let t = text.trim();
+    match t.parse::<u8>() {
+        Ok(n) if t.bytes().all(|b| b.is_ascii_digit()) => Ok(n.min(4)),
+        _ => Err("expected a verbosity level 0-4".into()),
+    }
+}
+
+impl Config {
+    /// Validates the raw arguments against the environment.
+    pub fn from_raw(raw: RawArgs, env: EnvLookup<'_>) -> Result<Request, UsageError> {
+        let env = Env(env);
+        if raw.license {
+            return Ok(Request::License);
+        }
+        let mut command = raw.command.into_iter();
+        let program = command
+            .next()
+            .filter(|p| p != OsStr::new(""))
+            .ok_or_else(|| UsageError("missing PROGRAM to run (usage: drainit [OPTIONS] [--] PROGRAM [ARGS...])".into()))?;
+        let args = command.collect();
+
+        // tini: each -v adds one to the default of 1; TINI_VERBOSITY replaces
+        // the count. DRAINIT_VERBOSITY is an ordinary variable: -v beats it.
+        let mut verbosity = if raw.verbose > 0 {
+            1u8.saturating_add(raw.verbose).min(4)
+        } else {
+            match env.get("DRAINIT_VERBOSITY")? {
+                Some(text) => parse_verbosity(&text).map_err(|e| invalid(&text, "DRAINIT_VERBOSITY", &e))?,
+                None => 1,
+            }
+        };
+        if let Some(text) = env.get("TINI_VERBOSITY")? {
+            verbosity = parse_verbosity(&text).map_err(|e| invalid(&text, "TINI_VERBOSITY", &e))?;
+        }
+
+        let pdeathsig = env
+            .setting(raw.pdeathsig, "-p/--pdeathsig", "DRAINIT_PDEATHSIG")?
+            .map(|s| s.parse(signals::parse_signal))
+            .transpose()?;
+
+        let remap_exit = env
+            .list(raw.remap_exit, "-e/--remap-exit", "DRAINIT_REMAP_EXIT")?
+            .iter()
+            .map(|s| s.parse(parse_exit_code))
+            .collect::<Result<Vec<_>, _>>()?;
+
+        let rewrite = env
+            .list(raw.rewrite, "-r/--rewrite", "DRAINIT_REWRITE")?
+            .iter()
+            .map(|s| s.parse(parse_rewrite))
+            .collect::<Result<Vec<_>, _>>()?;
+
+        Ok(Request::Run(Box::new(Config {
+            program,
+            args,
+            subreaper: env.flag(raw.subreaper, "DRAINIT_SUBREAPER")? || env.is_set("TINI_SUBREAPER"),
+            pdeathsig,
+            verbosity,
+            warn_on_reap: env.flag(raw.warn_on_reap, "DRAINIT_WARN_ON_REAP")?,
+            kill_process_group: env.flag(raw.kill_process_group, "DRAINIT_KILL_PROCESS_GROUP")?
+                || env.is_set("TINI_KILL_PROCESS_GROUP"),
+            remap_exit,
+            rewrite,
+            log_filter: env.get("DRAINIT_LOG")?,
+        })))
+    }
+
+    /// The signal actually forwarded for a received one (after `-r`);
+    /// `None` when a rewrite to 0 drops it.
+    pub fn rewritten(&self, signo: i32) -> Option<i32> {
+        match self.rewrite.iter().rev().find(|(from, _)| *from == signo) {
+            Some((_, 0)) => None,
+            Some((_, to)) => Some(*to),
+            None => Some(signo),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+    use std::collections::HashMap;
+
+    fn parse_with(args: &[&str], vars: &[(&str, &str)]) -> Result<Config, UsageError> {
+        let raw = RawArgs::try_parse_from(std::iter::once("drainit").chain(args.iter().copied()))
+            .map_err(|e| UsageError(e.to_string()))?;
+        let vars: HashMap<String, OsString> = vars.iter().map(|(k, v)| (k.to_string(), OsString::from(v))).collect();
+        match Config::from_raw(raw, &|name| vars.get(name).cloned())? {
+            Request::Run(config) => Ok(*config),
+            Request::License => Err(UsageError("license".into())),
+        }
+    }
+
+    fn parse(args: &[&str]) -> Config {
+        parse_with(args, &[]).expect("valid arguments")
+    }
+
+    #[test]
+    fn durations_in_every_form() {
+        let cases = [
+            ("500ms", 500),
+            ("20s", 20_000),
+            ("2m", 120_000),
+            ("20", 20_000),
+            ("0", 0),
+            ("0s", 0),
+            ("1.5s", 1_500),
+            ("0.25", 250),
+            ("1.5m", 90_000),
+            ("0.5ms", 0),
+            (" 3s ", 3_000),
+            ("007", 7_000),
+        ];
+        for (text, ms) in cases {
+            assert_eq!(parse_duration(text).map(|d| d.as_millis()), Ok(ms), "{text}");
+        }
+    }
+
+    #[test]
+    fn durations_reject_garbage() {
+        for text in [
+            "", "abc", "s", "ms", "-1", "-1s", "1h", "1d", "1 s", "1e3", "1.2.3", ".", "1,5",
+            "inf", "NaN", "+5", "20S", "5sec", "10us", "99999999999999999999m", "∞",
+        ] {
+            assert!(parse_duration(text).is_err(), "{text:?} should be rejected");
+        }
+    }
+
+    #[test]
+    fn exit_codes_in_range_only() {
+        for n in 0..=255u16 {
+            assert_eq!(parse_exit_code(&n.to_string()), Ok(n as u8));
+        }
+        for text in ["256", "-1", "", "x", "1.0", "+1", "0x10"] {
+            assert!(parse_exit_code(text).is_err(), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn rewrite_pairs() {
+        assert_eq!(parse_rewrite("TERM:QUIT"), Ok((15, 3)));
+        assert_eq!(parse_rewrite("15:0"), Ok((15, 0)));
+        assert_eq!(parse_rewrite("sigint:SIGTERM"), Ok((2, 15)));
+        for text in ["TERM", "TERM:", ":QUIT", "TERM:BOGUS", "CHLD:TERM", "SEGV:TERM", "KILL:TERM", "TERM:QUIT:HUP"] {
+            assert!(parse_rewrite(text).is_err(), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn option_parsing_stops_at_first_word() {
+        let c = parse(&["-v", "ls", "-l", "-v", "--", "x"]);
+        assert_eq!(c.program, "ls");
+        assert_eq!(c.args, ["-l", "-v", "--", "x"]);
+        assert_eq!(c.verbosity, 2);
+        let c = parse(&["--", "-weird-name", "-s"]);
+        assert_eq!(c.program, "-weird-name");
+        assert_eq!(c.args, ["-s"]);
+        assert!(!c.subreaper);
+    }
+
+    #[test]
+    fn tini_flags() {
+        let c = parse(&["-s", "-g", "-w", "-vvv", "-p", "SIGKILL", "-e", "143", "-e", "1", "true"]);
+        assert!(c.subreaper && c.kill_process_group && c.warn_on_reap);
+        assert_eq!(c.verbosity, 4);
+        assert_eq!(c.pdeathsig, Some(9));
+        assert_eq!(c.remap_exit, [143, 1]);
+        assert_eq!(c.program, "true");
+    }
+
+    #[test]
+    fn tini_variables() {
+        let c = parse_with(&["-vv", "x"], &[("TINI_SUBREAPER", ""), ("TINI_KILL_PROCESS_GROUP", "0"), ("TINI_VERBOSITY", "0")]).unwrap();
+        assert!(c.subreaper, "TINI_SUBREAPER switches on when set at all");
+        assert!(c.kill_process_group, "even to 0, as in tini");
+        assert_eq!(c.verbosity, 0, "TINI_VERBOSITY replaces the -v count");
+        assert!(parse_with(&["x"], &[("TINI_VERBOSITY", "loud")]).unwrap_err().0.contains("TINI_VERBOSITY"));
+    }
+
+    #[test]
+    fn drainit_variables_and_flag_precedence() {
+        let vars = [
+            ("DRAINIT_SUBREAPER", "yes"),
+            ("DRAINIT_KILL_PROCESS_GROUP", "0"),
+            ("DRAINIT_PDEATHSIG", "HUP"),
+            ("DRAINIT_REMAP_EXIT", "3, 4"),
+            ("DRAINIT_REWRITE", "TERM:QUIT,HUP:0"),
+            ("DRAINIT_VERBOSITY", "3"),
+        ];
+        let c = parse_with(&["x"], &vars).unwrap();
+        assert!(c.subreaper);
+        assert!(!c.kill_process_group);
+        assert_eq!(c.pdeathsig, Some(libc::SIGHUP));
+        assert_eq!(c.remap_exit, [3, 4]);
+        assert_eq!(c.rewrite, [(15, 3), (1, 0)]);
+        assert_eq!(c.verbosity, 3);
+        let c = parse_with(&["-p", "USR1", "-e", "9", "-r", "INT:TERM", "-v", "x"], &vars).unwrap();
+        assert_eq!(c.pdeathsig, Some(libc::SIGUSR1), "a flag beats its variable");
+        assert_eq!(c.remap_exit, [9]);
+        assert_eq!(c.rewrite, [(2, 15)]);
+        assert_eq!(c.verbosity, 2);
+        let c = parse_with(&["x"], &[("DRAINIT_PDEATHSIG", "")]).unwrap();
+        assert_eq!(c.pdeathsig, None, "empty means unset");
+    }
+
+    #[test]
+    fn bad_values_name_the_option_in_one_line() {
+        let cases: [(&[&str], &[(&str, &str)], &str); 8] = [
+            (&["-e", "256", "x"], &[], "-e/--remap-exit"),
+            (&["-p", "NOPE", "x"], &[], "-p/--pdeathsig"),
+            (&["-r", "TERM", "x"], &[], "-r/--rewrite"),
+            (&["x"], &[("DRAINIT_REMAP_EXIT", "1,x")], "DRAINIT_REMAP_EXIT"),
+            (&["x"], &[("DRAINIT_SUBREAPER", "maybe")], "DRAINIT_SUBREAPER"),
+            (&["x"], &[("DRAINIT_PDEATHSIG", "0")], "DRAINIT_PDEATHSIG"),
+            (&["x"], &[("DRAINIT_VERBOSITY", "-1")], "DRAINIT_VERBOSITY"),
+            (&[], &[], "PROGRAM"),
+        ];
+        for (args, vars, needle) in cases {
+            let err = parse_with(args, vars).unwrap_err().0;
+            assert!(err.contains(needle), "{err:?} should name {needle}");
+            assert!(!err.contains('\n'), "{err:?} should be one line");
+        }
+    }
+
+    #[test]
+    fn rewrite_lookup() {
+        let c = parse(&["-r", "TERM:QUIT", "-r", "HUP:0", "x"]);
+        assert_eq!(c.rewritten(libc::SIGTERM), Some(libc::SIGQUIT));
+        assert_eq!(c.rewritten(libc::SIGHUP), None);
+        assert_eq!(c.rewritten(libc::SIGUSR1), Some(libc::SIGUSR1));
+    }
+}

@@ -1,0 +1,112 @@
+//! drainit's entry point: parse and validate the command line, set up
+//! logging and the process, run the supervisor, and map its one `Outcome`
+//! to the exit code. This is the only place drainit's exit status is decided.
+
+mod cli;
+mod config;
+mod exit;
+mod logging;
+mod reaper;
+mod signals;
+mod spawn;
+mod supervisor;
+
+use std::process::ExitCode;
+
+use clap::error::ErrorKind;
+use clap::Parser;
+use log::{debug, warn};
+
+use cli::RawArgs;
+use config::{Config, Request};
+use exit::{ExitPolicy, Outcome, SpawnFailure};
+
+/// Runs before `main`, while the process still has one thread: captures the
+/// signal mask and dispositions drainit inherited and blocks every signal it
+/// handles, so nothing sent during start-up is lost or kills PID 1.
+#[cfg(not(test))]
+#[used]
+#[link_section = ".init_array"]
+static CAPTURE_SIGNALS_BEFORE_MAIN: extern "C" fn() = before_main;
+
+#[cfg(not(test))]
+extern "C" fn before_main() {
+    signals::capture_and_block();
+}
+
+const USAGE_ERROR: u8 = 2;
+const LICENSE: &str = include_str!("../LICENSE");
+
+fn main() -> ExitCode {
+    let raw = match RawArgs::try_parse() {
+        Ok(raw) => raw,
+        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
+            print!("{e}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or("invalid arguments");
+            eprintln!("drainit: {} (see drainit --help)", first.trim_start_matches("error: "));
+            return ExitCode::from(USAGE_ERROR);
+        }
+    };
+    let config = match Config::from_raw(raw, &|name| std::env::var_os(name)) {
+        Ok(Request::Run(config)) => config,
+        Ok(Request::License) => {
+            print!("{LICENSE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("drainit: {e}");
+            return ExitCode::from(USAGE_ERROR);
+        }
+    };
+    logging::init(&config);
+    let policy = ExitPolicy {
+        remap_to_zero: config.remap_exit.clone(),
+    };
+    let outcome = match prepare_process(&config) {
+        Ok(sigfd_and_state) => {
+            let (sigfd, inherited) = sigfd_and_state;
+            supervisor::run(&config, sigfd, inherited)
+        }
+        Err(e) => {
+            log::error!("{e}");
+            Outcome::SpawnFailed(SpawnFailure::Other)
+        }
+    };
+    ExitCode::from(outcome.exit_code(&policy))
+}
+
+/// Process-wide set-up before the child starts; failing here is still safe.
+fn prepare_process(
+    config: &Config,
+) -> Result<(std::os::fd::OwnedFd, &'static signals::Inherited), String> {
+    if let Some(signo) = config.pdeathsig {
+        // SAFETY: prctl with integer arguments.
+        if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, signo as libc::c_ulong) } != 0 {
+            return Err(format!(
+                "cannot set the parent-death signal: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+    }
+    // Not PID 1: orphans would go to the real init and stay zombies there
+    // from our point of view, so become their reaper (as catatonit does)
+    // instead of only warning like tini.
+    let pid1 = std::process::id() == 1;
+    if config.subreaper || !pid1 {
+        // SAFETY: prctl with integer arguments.
+        if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong) } != 0 {
+            let e = std::io::Error::last_os_error();
+            if config.subreaper {
+                return Err(format!("cannot register as a child subreaper: {e}"));
+            }
+            warn!("not PID 1 and cannot register as a child subreaper ({e}): orphans will not be reaped by drainit");
+        } else {
+            debug!("registered as a child subreaper");
+        }
+    }
+    signals::install().map_err(|e| format!("cannot set up signal handling: {e}"))
+}

@@ -1,0 +1,369 @@
+//! Signal policy (which signals drainit never touches, ignores, or forwards),
+//! signal name parsing, and the process-wide signal state drainit inherited.
+//!
+//! drainit blocks every signal it handles and reads them from a signalfd in
+//! the event loop, so no code ever runs in a signal handler. The state it
+//! inherited (mask and the few dispositions it changes) is captured before
+//! `main` and restored in the child, so `nohup drainit -- app` still ignores
+//! SIGHUP in the app, as it would under tini.
+
+use std::io;
+use std::mem::MaybeUninit;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::sync::OnceLock;
+
+/// The kernel sends us these if *we* screwed up (a fault in drainit itself).
+/// Blocking them would turn a crash into a hang, and forwarding them would
+/// blame the child, so drainit never blocks, catches or forwards them.
+pub const NEVER_TOUCHED: [i32; 7] = [
+    libc::SIGSEGV,
+    libc::SIGBUS,
+    libc::SIGFPE,
+    libc::SIGILL,
+    libc::SIGABRT,
+    libc::SIGTRAP,
+    libc::SIGSYS,
+];
+
+/// Terminal job-control signals: drainit ignores them for itself so that a
+/// PID 1 running in a background group is never stopped by its own tty, as
+/// tini does. Being ignored, they are not forwarded either.
+pub const IGNORED: [i32; 2] = [libc::SIGTTIN, libc::SIGTTOU];
+
+/// Dispositions drainit changes for itself and must give back to the child:
+/// the ignored pair above, SIGCHLD (an inherited SIG_IGN would make the
+/// kernel reap our children before we see their status) and SIGPIPE (which
+/// the Rust runtime sets to SIG_IGN before `main`).
+const RESTORED_IN_CHILD: [i32; 4] = [libc::SIGTTIN, libc::SIGTTOU, libc::SIGCHLD, libc::SIGPIPE];
+
+/// Signals that can never be caught, so neither blocked nor forwarded.
+const UNCATCHABLE: [i32; 2] = [libc::SIGKILL, libc::SIGSTOP];
+
+const NAMES: [(&str, i32); 33] = [
+    ("HUP", libc::SIGHUP),
+    ("INT", libc::SIGINT),
+    ("QUIT", libc::SIGQUIT),
+    ("ILL", libc::SIGILL),
+    ("TRAP", libc::SIGTRAP),
+    ("ABRT", libc::SIGABRT),
+    ("IOT", libc::SIGIOT),
+    ("BUS", libc::SIGBUS),
+    ("FPE", libc::SIGFPE),
+    ("KILL", libc::SIGKILL),
+    ("USR1", libc::SIGUSR1),
+    ("SEGV", libc::SIGSEGV),
+    ("USR2", libc::SIGUSR2),
+    ("PIPE", libc::SIGPIPE),
+    ("ALRM", libc::SIGALRM),
+    ("TERM", libc::SIGTERM),
+    ("STKFLT", libc::SIGSTKFLT),
+    ("CHLD", libc::SIGCHLD),
+    ("CLD", libc::SIGCHLD),
+    ("CONT", libc::SIGCONT),
+    ("STOP", libc::SIGSTOP),
+    ("TSTP", libc::SIGTSTP),
+    ("TTIN", libc::SIGTTIN),
+    ("TTOU", libc::SIGTTOU),
+    ("URG", libc::SIGURG),
+    ("XCPU", libc::SIGXCPU),
+    ("XFSZ", libc::SIGXFSZ),
+    ("VTALRM", libc::SIGVTALRM),
+    ("PROF", libc::SIGPROF),
+    ("WINCH", libc::SIGWINCH),
+    ("IO", libc::SIGIO),
+    ("PWR", libc::SIGPWR),
+    ("SYS", libc::SIGSYS),
+];
+
+fn rtmin() -> i32 {
+    libc::SIGRTMIN()
+}
+
+fn rtmax() -> i32 {
+    libc::SIGRTMAX()
+}
+
+/// Parses `TERM`, `SIGTERM`, `sigterm`, `15`, `RTMIN+2`, `SIGRTMAX-1`.
+/// Returns a signal number between 1 and SIGRTMAX.
+pub fn parse_signal(text: &str) -> Result<i32, String> {
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        return Err("empty signal name".into());
+    }
+    if trimmed.bytes().all(|b| b.is_ascii_digit()) {
+        return match trimmed.parse::<i32>() {
+            Ok(n) if (1..=rtmax()).contains(&n) => Ok(n),
+            _ => Err(format!("signal number '{trimmed}' is out of range 1-{}", rtmax())),
+        };
+    }
+    let upper = trimmed.to_ascii_uppercase();
+    let name = upper.strip_prefix("SIG").unwrap_or(&upper);
+    if let Some(&(_, n)) = NAMES.iter().find(|(candidate, _)| *candidate == name) {
+        return Ok(n);
+    }
+    parse_realtime(name).ok_or_else(|| format!("unknown signal '{trimmed}'"))
+}
+
+fn parse_realtime(name: &str) -> Option<i32> {
+    let (base, rest) = if let Some(rest) = name.strip_prefix("RTMIN") {
+        (rtmin(), rest)
+    } else if let Some(rest) = name.strip_prefix("RTMAX") {
+        (rtmax(), rest)
+    } else {
+        return None;
+    };
+    let n = match rest.as_bytes().first() {
+        None => base,
+        Some(b'+') => base.checked_add(rest[1..].parse::<i32>().ok()?)?,
+        Some(b'-') => base.checked_sub(rest[1..].parse::<i32>().ok()?)?,
+        Some(_) => return None,
+    };
+    (rtmin()..=rtmax()).contains(&n).then_some(n)
+}
+
+/// The conventional name of a signal (`SIGTERM`, `SIGRTMIN+3`), for logs and
+/// the exit report.
+pub fn signal_name(signo: i32) -> String {
+    if let Some((name, _)) = NAMES
+        .iter()
+        .find(|(name, n)| *n == signo && *name != "IOT" && *name != "CLD")
+    {
+        return format!("SIG{name}");
+    }
+    if (rtmin()..=rtmax()).contains(&signo) {
+        return match signo - rtmin() {
+            0 => "SIGRTMIN".into(),
+            k => format!("SIGRTMIN+{k}"),
+        };
+    }
+    format!("signal {signo}")
+}
+
+/// True for a signal drainit can receive and forward: catchable, not a fault
+/// signal, not SIGCHLD, not one it ignores.
+pub fn is_forwardable(signo: i32) -> bool {
+    (1..=rtmax()).contains(&signo)
+        && !UNCATCHABLE.contains(&signo)
+        && !NEVER_TOUCHED.contains(&signo)
+        && !IGNORED.contains(&signo)
+        && signo != libc::SIGCHLD
+}
+
+/// The signal mask and the changed dispositions as drainit found them.
+pub struct Inherited {
+    mask: libc::sigset_t,
+    actions: [(i32, libc::sigaction); RESTORED_IN_CHILD.len()],
+}
+
+static INHERITED: OnceLock<Inherited> = OnceLock::new();
+
+/// Every signal drainit reads from its signalfd: all but the uncatchable
+/// and the fault signals.
+fn handled_set() -> libc::sigset_t {
+    // SAFETY: sigemptyset/sigaddset only write into the set we own; numbers
+    // the C library reserves for itself (32, 33 on glibc) are refused with
+    // EINVAL, which is what we want.
+    unsafe {
+        let mut set = MaybeUninit::<libc::sigset_t>::zeroed();
+        libc::sigemptyset(set.as_mut_ptr());
+        for signo in 1..=rtmax() {
+            if !UNCATCHABLE.contains(&signo) && !NEVER_TOUCHED.contains(&signo) {
+                libc::sigaddset(set.as_mut_ptr(), signo);
+            }
+        }
+        set.assume_init()
+    }
+}
+
+/// Captures the inherited signal state and blocks every handled signal.
+///
+/// Runs before `main` (from `.init_array`), while the process has one
+/// thread, so that a signal sent in the first microseconds is kept pending
+/// for the child instead of killing PID 1, and before the Rust runtime
+/// replaces SIGPIPE's disposition.
+pub fn capture_and_block() {
+    let handled = handled_set();
+    // SAFETY: plain libc calls on stack values; single-threaded at this point.
+    unsafe {
+        let mut old = MaybeUninit::<libc::sigset_t>::zeroed();
+        libc::sigprocmask(libc::SIG_BLOCK, &handled, old.as_mut_ptr());
+        let mut actions = [(0, MaybeUninit::<libc::sigaction>::zeroed().assume_init());
+            RESTORED_IN_CHILD.len()];
+        for (slot, &signo) in actions.iter_mut().zip(RESTORED_IN_CHILD.iter()) {
+            slot.0 = signo;
+            libc::sigaction(signo, std::ptr::null(), &mut slot.1);
+        }
+        let _ = INHERITED.set(Inherited {
+            mask: old.assume_init(),
+            actions,
+        });
+    }
+}
+
+fn set_disposition(signo: i32, handler: libc::sighandler_t) -> io::Result<()> {
+    // SAFETY: installs SIG_IGN or SIG_DFL, no handler code involved.
+    unsafe {
+        let mut action: libc::sigaction = MaybeUninit::zeroed().assume_init();
+        action.sa_sigaction = handler;
+        libc::sigemptyset(&mut action.sa_mask);
+        if libc::sigaction(signo, &action, std::ptr::null_mut()) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Sets drainit's own dispositions and returns the signalfd the event loop
+/// reads. Signals stay blocked from `capture_and_block` on, so nothing sent
+/// before this call is lost.
+pub fn install() -> io::Result<(OwnedFd, &'static Inherited)> {
+    if INHERITED.get().is_none() {
+        // Only when the constructor did not run (it always does in the
+        // binary); keeps the invariant that handled signals are blocked.
+        capture_and_block();
+    }
+    let inherited = INHERITED
+        .get()
+        .ok_or_else(|| io::Error::other("signal state was not captured"))?;
+    for signo in IGNORED {
+        set_disposition(signo, libc::SIG_IGN)?;
+    }
+    set_disposition(libc::SIGCHLD, libc::SIG_DFL)?;
+    // Undo the runtime's SIG_IGN so a SIGPIPE sent to PID 1 is queued and
+    // forwarded instead of discarded. It stays blocked, so it never kills us.
+    if let Some((_, action)) = inherited
+        .actions
+        .iter()
+        .find(|(signo, _)| *signo == libc::SIGPIPE)
+    {
+        // SAFETY: restores a disposition the kernel gave us.
+        unsafe { libc::sigaction(libc::SIGPIPE, action, std::ptr::null_mut()) };
+    }
+    let handled = handled_set();
+    // SAFETY: creates a new fd we immediately own.
+    let fd = unsafe { libc::signalfd(-1, &handled, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd is a fresh, valid descriptor owned by nobody else.
+    Ok((unsafe { OwnedFd::from_raw_fd(fd) }, inherited))
+}
+
+impl Inherited {
+    /// Gives the child the dispositions and mask drainit inherited. Called
+    /// between fork and exec, so it only makes async-signal-safe calls.
+    pub fn restore_in_child(&self) -> io::Result<()> {
+        // SAFETY: sigaction and sigprocmask are async-signal-safe.
+        unsafe {
+            for (signo, action) in &self.actions {
+                if libc::sigaction(*signo, action, std::ptr::null_mut()) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            if libc::sigprocmask(libc::SIG_SETMASK, &self.mask, std::ptr::null_mut()) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Reads every pending signal from the signalfd, oldest first.
+pub fn read_pending(fd: &OwnedFd) -> Vec<(i32, i32)> {
+    use std::os::fd::AsRawFd;
+    let mut out = Vec::new();
+    loop {
+        let mut info = MaybeUninit::<libc::signalfd_siginfo>::zeroed();
+        let size = std::mem::size_of::<libc::signalfd_siginfo>();
+        // SAFETY: reads at most `size` bytes into a buffer of that size.
+        let n = unsafe { libc::read(fd.as_raw_fd(), info.as_mut_ptr().cast(), size) };
+        if n != size as isize {
+            // EAGAIN: nothing more pending. Anything else cannot happen on a
+            // signalfd; either way we stop and wait for the next wake-up.
+            break;
+        }
+        // SAFETY: the kernel filled the whole struct.
+        let info = unsafe { info.assume_init() };
+        out.push((info.ssi_signo as i32, info.ssi_pid as i32));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_spelling() {
+        for text in ["TERM", "SIGTERM", "sigterm", "term", "SigTerm", "15", " 15 "] {
+            assert_eq!(parse_signal(text), Ok(libc::SIGTERM), "{text}");
+        }
+        assert_eq!(parse_signal("KILL"), Ok(9));
+        assert_eq!(parse_signal("SIGCLD"), Ok(libc::SIGCHLD));
+        assert_eq!(parse_signal("IOT"), Ok(libc::SIGABRT));
+    }
+
+    #[test]
+    fn every_named_signal_round_trips() {
+        for (name, n) in NAMES {
+            assert_eq!(parse_signal(name), Ok(n));
+            assert_eq!(parse_signal(&format!("SIG{name}")), Ok(n));
+            assert_eq!(parse_signal(&name.to_lowercase()), Ok(n));
+            assert_eq!(parse_signal(&n.to_string()), Ok(n));
+            assert_eq!(parse_signal(&signal_name(n)), Ok(n));
+        }
+    }
+
+    #[test]
+    fn realtime_signals() {
+        assert_eq!(parse_signal("RTMIN"), Ok(rtmin()));
+        assert_eq!(parse_signal("SIGRTMIN+3"), Ok(rtmin() + 3));
+        assert_eq!(parse_signal("rtmax-1"), Ok(rtmax() - 1));
+        assert_eq!(parse_signal("RTMAX"), Ok(rtmax()));
+        assert!(parse_signal("RTMAX+1").is_err());
+        assert!(parse_signal("RTMIN-1").is_err());
+        assert_eq!(signal_name(rtmin() + 2), "SIGRTMIN+2");
+        for n in rtmin()..=rtmax() {
+            assert_eq!(parse_signal(&signal_name(n)), Ok(n));
+        }
+    }
+
+    #[test]
+    fn rejects_garbage() {
+        for text in [
+            "", " ", "0", "-15", "65", "99999999999999", "TERMINATE", "SIG", "sig", "15s",
+            "+15", "RTMIN+", "RTMIN+x", "RTMIN3", "1.5", "TERM,INT", "ß",
+        ] {
+            assert!(parse_signal(text).is_err(), "{text:?} should be rejected");
+        }
+    }
+
+    #[test]
+    fn forwarding_policy() {
+        for signo in [
+            libc::SIGHUP,
+            libc::SIGINT,
+            libc::SIGQUIT,
+            libc::SIGUSR1,
+            libc::SIGUSR2,
+            libc::SIGPIPE,
+            libc::SIGALRM,
+            libc::SIGTERM,
+            libc::SIGCONT,
+            libc::SIGTSTP,
+            libc::SIGWINCH,
+            libc::SIGURG,
+            libc::SIGPWR,
+            rtmin(),
+            rtmax(),
+        ] {
+            assert!(is_forwardable(signo), "{}", signal_name(signo));
+        }
+        for signo in NEVER_TOUCHED.iter().chain(&IGNORED).chain(&UNCATCHABLE) {
+            assert!(!is_forwardable(*signo), "{}", signal_name(*signo));
+        }
+        assert!(!is_forwardable(libc::SIGCHLD));
+        assert!(!is_forwardable(0));
+        assert!(!is_forwardable(rtmax() + 1));
+    }
+}
