@@ -93,7 +93,12 @@ impl Env<'_> {
     }
 
     /// Repeatable flags; the variable holds a comma-separated list.
-    fn list(&self, flags: Vec<String>, flag_name: &str, var: &str) -> Result<Vec<Setting>, UsageError> {
+    fn list(
+        &self,
+        flags: Vec<String>,
+        flag_name: &str,
+        var: &str,
+    ) -> Result<Vec<Setting>, UsageError> {
         if !flags.is_empty() {
             return Ok(flags
                 .into_iter()
@@ -146,6 +151,7 @@ pub fn parse_bool(text: &str) -> Result<bool, String> {
 }
 
 /// Parses `500ms`, `20s`, `2m` or a bare number of seconds (`20`, `0.5`).
+#[allow(dead_code)] // used by the drain options, which come next
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     const HINT: &str = "expected a duration such as 500ms, 20s, 2m or a number of seconds";
     let t = text.trim();
@@ -179,7 +185,8 @@ pub fn parse_exit_code(text: &str) -> Result<u8, String> {
     if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
         return Err("expected an exit code 0-255".into());
     }
-    t.parse::<u8>().map_err(|_| "expected an exit code 0-255".into())
+    t.parse::<u8>()
+        .map_err(|_| "expected an exit code 0-255".into())
 }
 
 /// `FROM:TO` as dumb-init reads it; TO may be 0 to drop the signal.
@@ -189,9 +196,16 @@ pub fn parse_rewrite(text: &str) -> Result<(i32, i32), String> {
         .ok_or_else(|| "expected FROM:TO, e.g. TERM:QUIT or 15:0".to_string())?;
     let from = signals::parse_signal(from)?;
     if !signals::is_forwardable(from) {
-        return Err(format!("{} is never forwarded, so it cannot be rewritten", signals::signal_name(from)));
+        return Err(format!(
+            "{} is never forwarded, so it cannot be rewritten",
+            signals::signal_name(from)
+        ));
     }
-    let to = if to.trim() == "0" { 0 } else { signals::parse_signal(to)? };
+    let to = if to.trim() == "0" {
+        0
+    } else {
+        signals::parse_signal(to)?
+    };
     Ok((from, to))
 }
 
@@ -214,7 +228,12 @@ impl Config {
         let program = command
             .next()
             .filter(|p| p != OsStr::new(""))
-            .ok_or_else(|| UsageError("missing PROGRAM to run (usage: drainit [OPTIONS] [--] PROGRAM [ARGS...])".into()))?;
+            .ok_or_else(|| {
+                UsageError(
+                    "missing PROGRAM to run (usage: drainit [OPTIONS] [--] PROGRAM [ARGS...])"
+                        .into(),
+                )
+            })?;
         let args = command.collect();
 
         // tini: each -v adds one to the default of 1; TINI_VERBOSITY replaces
@@ -223,7 +242,9 @@ impl Config {
             1u8.saturating_add(raw.verbose).min(4)
         } else {
             match env.get("DRAINIT_VERBOSITY")? {
-                Some(text) => parse_verbosity(&text).map_err(|e| invalid(&text, "DRAINIT_VERBOSITY", &e))?,
+                Some(text) => {
+                    parse_verbosity(&text).map_err(|e| invalid(&text, "DRAINIT_VERBOSITY", &e))?
+                }
                 None => 1,
             }
         };
@@ -251,7 +272,8 @@ impl Config {
         Ok(Request::Run(Box::new(Config {
             program,
             args,
-            subreaper: env.flag(raw.subreaper, "DRAINIT_SUBREAPER")? || env.is_set("TINI_SUBREAPER"),
+            subreaper: env.flag(raw.subreaper, "DRAINIT_SUBREAPER")?
+                || env.is_set("TINI_SUBREAPER"),
             pdeathsig,
             verbosity,
             warn_on_reap: env.flag(raw.warn_on_reap, "DRAINIT_WARN_ON_REAP")?,
@@ -283,7 +305,10 @@ mod tests {
     fn parse_with(args: &[&str], vars: &[(&str, &str)]) -> Result<Config, UsageError> {
         let raw = RawArgs::try_parse_from(std::iter::once("drainit").chain(args.iter().copied()))
             .map_err(|e| UsageError(e.to_string()))?;
-        let vars: HashMap<String, OsString> = vars.iter().map(|(k, v)| (k.to_string(), OsString::from(v))).collect();
+        let vars: HashMap<String, OsString> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), OsString::from(v)))
+            .collect();
         match Config::from_raw(raw, &|name| vars.get(name).cloned())? {
             Request::Run(config) => Ok(*config),
             Request::License => Err(UsageError("license".into())),
@@ -311,15 +336,38 @@ mod tests {
             ("007", 7_000),
         ];
         for (text, ms) in cases {
-            assert_eq!(parse_duration(text).map(|d| d.as_millis()), Ok(ms), "{text}");
+            assert_eq!(
+                parse_duration(text).map(|d| d.as_millis()),
+                Ok(ms),
+                "{text}"
+            );
         }
     }
 
     #[test]
     fn durations_reject_garbage() {
         for text in [
-            "", "abc", "s", "ms", "-1", "-1s", "1h", "1d", "1 s", "1e3", "1.2.3", ".", "1,5",
-            "inf", "NaN", "+5", "20S", "5sec", "10us", "99999999999999999999m", "∞",
+            "",
+            "abc",
+            "s",
+            "ms",
+            "-1",
+            "-1s",
+            "1h",
+            "1d",
+            "1 s",
+            "1e3",
+            "1.2.3",
+            ".",
+            "1,5",
+            "inf",
+            "NaN",
+            "+5",
+            "20S",
+            "5sec",
+            "10us",
+            "99999999999999999999m",
+            "∞",
         ] {
             assert!(parse_duration(text).is_err(), "{text:?} should be rejected");
         }
@@ -340,7 +388,16 @@ mod tests {
         assert_eq!(parse_rewrite("TERM:QUIT"), Ok((15, 3)));
         assert_eq!(parse_rewrite("15:0"), Ok((15, 0)));
         assert_eq!(parse_rewrite("sigint:SIGTERM"), Ok((2, 15)));
-        for text in ["TERM", "TERM:", ":QUIT", "TERM:BOGUS", "CHLD:TERM", "SEGV:TERM", "KILL:TERM", "TERM:QUIT:HUP"] {
+        for text in [
+            "TERM",
+            "TERM:",
+            ":QUIT",
+            "TERM:BOGUS",
+            "CHLD:TERM",
+            "SEGV:TERM",
+            "KILL:TERM",
+            "TERM:QUIT:HUP",
+        ] {
             assert!(parse_rewrite(text).is_err(), "{text:?}");
         }
     }
@@ -359,7 +416,9 @@ mod tests {
 
     #[test]
     fn tini_flags() {
-        let c = parse(&["-s", "-g", "-w", "-vvv", "-p", "SIGKILL", "-e", "143", "-e", "1", "true"]);
+        let c = parse(&[
+            "-s", "-g", "-w", "-vvv", "-p", "SIGKILL", "-e", "143", "-e", "1", "true",
+        ]);
         assert!(c.subreaper && c.kill_process_group && c.warn_on_reap);
         assert_eq!(c.verbosity, 4);
         assert_eq!(c.pdeathsig, Some(9));
@@ -369,11 +428,22 @@ mod tests {
 
     #[test]
     fn tini_variables() {
-        let c = parse_with(&["-vv", "x"], &[("TINI_SUBREAPER", ""), ("TINI_KILL_PROCESS_GROUP", "0"), ("TINI_VERBOSITY", "0")]).unwrap();
+        let c = parse_with(
+            &["-vv", "x"],
+            &[
+                ("TINI_SUBREAPER", ""),
+                ("TINI_KILL_PROCESS_GROUP", "0"),
+                ("TINI_VERBOSITY", "0"),
+            ],
+        )
+        .unwrap();
         assert!(c.subreaper, "TINI_SUBREAPER switches on when set at all");
         assert!(c.kill_process_group, "even to 0, as in tini");
         assert_eq!(c.verbosity, 0, "TINI_VERBOSITY replaces the -v count");
-        assert!(parse_with(&["x"], &[("TINI_VERBOSITY", "loud")]).unwrap_err().0.contains("TINI_VERBOSITY"));
+        assert!(parse_with(&["x"], &[("TINI_VERBOSITY", "loud")])
+            .unwrap_err()
+            .0
+            .contains("TINI_VERBOSITY"));
     }
 
     #[test]
@@ -393,8 +463,16 @@ mod tests {
         assert_eq!(c.remap_exit, [3, 4]);
         assert_eq!(c.rewrite, [(15, 3), (1, 0)]);
         assert_eq!(c.verbosity, 3);
-        let c = parse_with(&["-p", "USR1", "-e", "9", "-r", "INT:TERM", "-v", "x"], &vars).unwrap();
-        assert_eq!(c.pdeathsig, Some(libc::SIGUSR1), "a flag beats its variable");
+        let c = parse_with(
+            &["-p", "USR1", "-e", "9", "-r", "INT:TERM", "-v", "x"],
+            &vars,
+        )
+        .unwrap();
+        assert_eq!(
+            c.pdeathsig,
+            Some(libc::SIGUSR1),
+            "a flag beats its variable"
+        );
         assert_eq!(c.remap_exit, [9]);
         assert_eq!(c.rewrite, [(2, 15)]);
         assert_eq!(c.verbosity, 2);
@@ -404,12 +482,21 @@ mod tests {
 
     #[test]
     fn bad_values_name_the_option_in_one_line() {
-        let cases: [(&[&str], &[(&str, &str)], &str); 8] = [
+        type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+        let cases: [Case; 8] = [
             (&["-e", "256", "x"], &[], "-e/--remap-exit"),
             (&["-p", "NOPE", "x"], &[], "-p/--pdeathsig"),
             (&["-r", "TERM", "x"], &[], "-r/--rewrite"),
-            (&["x"], &[("DRAINIT_REMAP_EXIT", "1,x")], "DRAINIT_REMAP_EXIT"),
-            (&["x"], &[("DRAINIT_SUBREAPER", "maybe")], "DRAINIT_SUBREAPER"),
+            (
+                &["x"],
+                &[("DRAINIT_REMAP_EXIT", "1,x")],
+                "DRAINIT_REMAP_EXIT",
+            ),
+            (
+                &["x"],
+                &[("DRAINIT_SUBREAPER", "maybe")],
+                "DRAINIT_SUBREAPER",
+            ),
             (&["x"], &[("DRAINIT_PDEATHSIG", "0")], "DRAINIT_PDEATHSIG"),
             (&["x"], &[("DRAINIT_VERBOSITY", "-1")], "DRAINIT_VERBOSITY"),
             (&[], &[], "PROGRAM"),

@@ -88,8 +88,14 @@ mod tests {
 
     #[test]
     fn spawn_failures_are_not_remapped() {
-        assert_eq!(code(Outcome::SpawnFailed(SpawnFailure::NotFound), &[127]), 127);
-        assert_eq!(code(Outcome::SpawnFailed(SpawnFailure::NotExecutable), &[126]), 126);
+        assert_eq!(
+            code(Outcome::SpawnFailed(SpawnFailure::NotFound), &[127]),
+            127
+        );
+        assert_eq!(
+            code(Outcome::SpawnFailed(SpawnFailure::NotExecutable), &[126]),
+            126
+        );
         assert_eq!(code(Outcome::SpawnFailed(SpawnFailure::Other), &[125]), 125);
     }
 }

@@ -24,7 +24,8 @@ pub fn init(config: &Config) {
     if let Some(filter) = &config.log_filter {
         builder.parse_filters(filter);
     }
-    builder.format(|out, record| writeln!(out, "[drainit] {:<5} {}", record.level(), record.args()));
+    builder
+        .format(|out, record| writeln!(out, "[drainit] {:<5} {}", record.level(), record.args()));
     // A second init can only fail in tests; logging is never worth a panic.
     let _ = builder.try_init();
 }

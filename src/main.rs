@@ -47,7 +47,10 @@ fn main() -> ExitCode {
         Err(e) => {
             let text = e.to_string();
             let first = text.lines().next().unwrap_or("invalid arguments");
-            eprintln!("drainit: {} (see drainit --help)", first.trim_start_matches("error: "));
+            eprintln!(
+                "drainit: {} (see drainit --help)",
+                first.trim_start_matches("error: ")
+            );
             return ExitCode::from(USAGE_ERROR);
         }
     };

@@ -93,7 +93,10 @@ pub fn parse_signal(text: &str) -> Result<i32, String> {
     if trimmed.bytes().all(|b| b.is_ascii_digit()) {
         return match trimmed.parse::<i32>() {
             Ok(n) if (1..=rtmax()).contains(&n) => Ok(n),
-            _ => Err(format!("signal number '{trimmed}' is out of range 1-{}", rtmax())),
+            _ => Err(format!(
+                "signal number '{trimmed}' is out of range 1-{}",
+                rtmax()
+            )),
         };
     }
     let upper = trimmed.to_ascii_uppercase();
@@ -187,8 +190,8 @@ pub fn capture_and_block() {
     unsafe {
         let mut old = MaybeUninit::<libc::sigset_t>::zeroed();
         libc::sigprocmask(libc::SIG_BLOCK, &handled, old.as_mut_ptr());
-        let mut actions = [(0, MaybeUninit::<libc::sigaction>::zeroed().assume_init());
-            RESTORED_IN_CHILD.len()];
+        let mut actions =
+            [(0, MaybeUninit::<libc::sigaction>::zeroed().assume_init()); RESTORED_IN_CHILD.len()];
         for (slot, &signo) in actions.iter_mut().zip(RESTORED_IN_CHILD.iter()) {
             slot.0 = signo;
             libc::sigaction(signo, std::ptr::null(), &mut slot.1);
@@ -295,7 +298,9 @@ mod tests {
 
     #[test]
     fn parses_every_spelling() {
-        for text in ["TERM", "SIGTERM", "sigterm", "term", "SigTerm", "15", " 15 "] {
+        for text in [
+            "TERM", "SIGTERM", "sigterm", "term", "SigTerm", "15", " 15 ",
+        ] {
             assert_eq!(parse_signal(text), Ok(libc::SIGTERM), "{text}");
         }
         assert_eq!(parse_signal("KILL"), Ok(9));
@@ -331,8 +336,23 @@ mod tests {
     #[test]
     fn rejects_garbage() {
         for text in [
-            "", " ", "0", "-15", "65", "99999999999999", "TERMINATE", "SIG", "sig", "15s",
-            "+15", "RTMIN+", "RTMIN+x", "RTMIN3", "1.5", "TERM,INT", "ß",
+            "",
+            " ",
+            "0",
+            "-15",
+            "65",
+            "99999999999999",
+            "TERMINATE",
+            "SIG",
+            "sig",
+            "15s",
+            "+15",
+            "RTMIN+",
+            "RTMIN+x",
+            "RTMIN3",
+            "1.5",
+            "TERM,INT",
+            "ß",
         ] {
             assert!(parse_signal(text).is_err(), "{text:?} should be rejected");
         }

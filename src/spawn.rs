@@ -28,7 +28,11 @@ fn classify(err: &io::Error) -> SpawnFailure {
 }
 
 /// Starts `program` and returns its PID, which is also its process group.
-pub fn spawn(program: &OsString, args: &[OsString], inherited: &'static Inherited) -> Result<i32, SpawnError> {
+pub fn spawn(
+    program: &OsString,
+    args: &[OsString],
+    inherited: &'static Inherited,
+) -> Result<i32, SpawnError> {
     let mut command = Command::new(program);
     command.args(args);
     // setpgid runs in the child before exec, and spawn() returns only once

@@ -156,7 +156,11 @@ impl Supervisor<'_> {
             debug!("dropping {} as --rewrite asks", signals::signal_name(signo));
             return;
         };
-        let target = if self.config.kill_process_group { -pid } else { pid };
+        let target = if self.config.kill_process_group {
+            -pid
+        } else {
+            pid
+        };
         // SAFETY: kill has no memory effects; the PID has not been reaped
         // (the reaper runs on this same thread and updates the lifecycle).
         if unsafe { libc::kill(target, sent) } != 0 {

@@ -1,0 +1,409 @@
+//! Test harness for running the real drainit binary: as PID 1 of a fresh PID
+//! namespace (`unshare --pid --fork --mount-proc`) or directly as a
+//! subreaper, with scratch directories, /proc readers and event waits.
+//! Every wait polls for an event with a generous timeout; none relies on a
+//! fixed sleep being long enough.
+
+#![allow(dead_code)]
+
+use std::ffi::OsStr;
+use std::fs;
+use std::io::Read;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+pub const DRAINIT: &str = env!("CARGO_BIN_EXE_drainit");
+
+/// Generous: a noisy 2-core CI machine can stall for seconds.
+pub const PATIENCE: Duration = Duration::from_secs(20);
+
+/// Polls `check` every few milliseconds until it returns Some, or panics
+/// with `what` after `timeout`.
+pub fn wait_for<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(value) = check() {
+            return value;
+        }
+        if start.elapsed() > timeout {
+            panic!("timed out after {timeout:?} waiting for {what}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A scratch directory removed on drop.
+pub struct Scratch {
+    pub path: PathBuf,
+}
+
+impl Scratch {
+    pub fn new(name: &str) -> Scratch {
+        static COUNTER: AtomicUsize = AtomicUsize::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "drainit-test-{}-{}-{}",
+            std::process::id(),
+            name,
+            COUNTER.fetch_add(1, Ordering::SeqCst)
+        ));
+        let _ = fs::remove_dir_all(&path);
+        fs::create_dir_all(&path).expect("create scratch dir");
+        Scratch { path }
+    }
+
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.path.join(name)
+    }
+
+    pub fn read(&self, name: &str) -> String {
+        fs::read_to_string(self.file(name)).unwrap_or_default()
+    }
+
+    /// Waits until the file exists and returns its contents.
+    pub fn wait_file(&self, name: &str) -> String {
+        let path = self.file(name);
+        wait_for(&format!("file {}", path.display()), PATIENCE, || {
+            path.exists()
+                .then(|| fs::read_to_string(&path).unwrap_or_default())
+        })
+    }
+
+    pub fn touch(&self, name: &str) {
+        fs::write(self.file(name), b"").expect("touch");
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.path);
+    }
+}
+
+/// A running drainit, either as PID 1 of its own namespace or directly.
+pub struct Drainit {
+    child: Child,
+    /// drainit's PID as seen from the test (outside the namespace); None
+    /// when it had already finished before the test looked.
+    pid: Option<i32>,
+    namespace: bool,
+    stderr_path: PathBuf,
+    _scratch: Scratch,
+    status: Option<ExitStatus>,
+}
+
+/// Builds a drainit invocation.
+pub struct Launch {
+    args: Vec<String>,
+    envs: Vec<(String, String)>,
+    namespace: bool,
+    pre_exec: Option<Box<dyn FnMut() -> std::io::Result<()> + Send + Sync>>,
+}
+
+pub fn drainit<I, S>(args: I) -> Launch
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<str>,
+{
+    Launch {
+        args: args.into_iter().map(|s| s.as_ref().to_string()).collect(),
+        envs: Vec::new(),
+        namespace: true,
+        pre_exec: None,
+    }
+}
+
+impl Launch {
+    /// Appends arguments (used when the test builds the launch first).
+    pub fn with_args(mut self, args: Vec<String>) -> Launch {
+        self.args.extend(args);
+        self
+    }
+
+    pub fn env(mut self, key: &str, value: &str) -> Launch {
+        self.envs.push((key.into(), value.into()));
+        self
+    }
+
+    /// Run drainit directly (it is then not PID 1 and acts as a subreaper).
+    pub fn not_pid1(mut self) -> Launch {
+        self.namespace = false;
+        self
+    }
+
+    /// Code to run in the forked process just before exec (signal state).
+    pub fn before_exec(
+        mut self,
+        f: impl FnMut() -> std::io::Result<()> + Send + Sync + 'static,
+    ) -> Launch {
+        self.pre_exec = Some(Box::new(f));
+        self
+    }
+
+    fn command(&self) -> Command {
+        let mut command = if self.namespace {
+            let mut c = Command::new("unshare");
+            c.args(["--pid", "--fork", "--mount-proc", "--kill-child", DRAINIT]);
+            c
+        } else {
+            Command::new(DRAINIT)
+        };
+        command.args(&self.args);
+        // Keep the test's own DRAINIT_/TINI_ settings from leaking in.
+        for (key, _) in std::env::vars() {
+            if key.starts_with("DRAINIT_") || key.starts_with("TINI_") {
+                command.env_remove(key);
+            }
+        }
+        for (key, value) in &self.envs {
+            command.env(key, value);
+        }
+        command
+    }
+
+    pub fn start(mut self) -> Drainit {
+        let scratch = Scratch::new("drainit-stderr");
+        let stderr_path = scratch.file("stderr");
+        let mut command = self.command();
+        command
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(fs::File::create(&stderr_path).expect("stderr file"));
+        if let Some(f) = self.pre_exec.take() {
+            // SAFETY: test-only; the closures make plain libc calls.
+            unsafe {
+                command.pre_exec(f);
+            }
+        }
+        let child = command.spawn().unwrap_or_else(|e| {
+            panic!("cannot start drainit (is util-linux unshare installed?): {e}")
+        });
+        let outer = child.id() as i32;
+        let pid = if self.namespace {
+            // drainit is unshare's only child. A quick run may be over before
+            // we look, so "unshare already exited" is fine here; wait_code()
+            // fails loudly if unshare itself could not make the namespace.
+            wait_for("drainit to start inside unshare", PATIENCE, || {
+                match (children_of(outer).first(), proc_state(outer)) {
+                    (Some(&pid), _) => Some(Some(pid)),
+                    (None, Some('Z')) | (None, None) => Some(None),
+                    (None, _) => None,
+                }
+            })
+        } else {
+            Some(outer)
+        };
+        Drainit {
+            child,
+            pid,
+            namespace: self.namespace,
+            stderr_path,
+            _scratch: scratch,
+            status: None,
+        }
+    }
+
+    /// Runs to completion and returns the exit code and stderr.
+    pub fn run(self) -> (i32, String) {
+        let mut d = self.start();
+        let code = d.wait_code();
+        (code, d.stderr())
+    }
+}
+
+impl Drainit {
+    /// drainit's PID as the test sees it.
+    pub fn pid(&self) -> i32 {
+        self.pid
+            .expect("drainit exited before the test could see it")
+    }
+
+    pub fn signal(&self, signo: i32) {
+        // SAFETY: kill has no memory effects.
+        let rc = unsafe { libc::kill(self.pid(), signo) };
+        assert_eq!(rc, 0, "kill({}, {signo}) failed", self.pid());
+    }
+
+    /// Translates a PID printed inside drainit's namespace (e.g. a shell's
+    /// `$!`) to the PID the test sees, by matching NSpid within the same
+    /// PID namespace.
+    pub fn outer_pid(&self, inner: i32) -> i32 {
+        if !self.namespace {
+            return inner;
+        }
+        let ns =
+            fs::read_link(format!("/proc/{}/ns/pid", self.pid())).expect("drainit's pid namespace");
+        wait_for(&format!("outer pid of {inner}"), PATIENCE, || {
+            fs::read_dir("/proc").ok()?.flatten().find_map(|entry| {
+                let p: i32 = entry.file_name().to_str()?.parse().ok()?;
+                if fs::read_link(format!("/proc/{p}/ns/pid")).ok()? != ns {
+                    return None;
+                }
+                let nspid = status_field(p, "NSpid")?;
+                (nspid.split_whitespace().last()?.parse::<i32>().ok()? == inner).then_some(p)
+            })
+        })
+    }
+
+    /// Waits for drainit to exit and returns its exit code (unshare passes
+    /// it through; a signal death is reported as 128+N like a shell).
+    pub fn wait_code(&mut self) -> i32 {
+        let status = self.wait_status(PATIENCE);
+        let stderr = self.stderr();
+        assert!(
+            !stderr.starts_with("unshare:"),
+            "unshare could not create the PID namespace (tests need root): {stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "drainit panicked: {stderr}");
+        status
+            .code()
+            .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+    }
+
+    pub fn wait_status(&mut self, timeout: Duration) -> ExitStatus {
+        if let Some(status) = self.status {
+            return status;
+        }
+        let child = &mut self.child;
+        let status = wait_for("drainit to exit", timeout, || {
+            child.try_wait().ok().flatten()
+        });
+        self.status = Some(status);
+        status
+    }
+
+    /// Returns Some(exit code) if drainit has already exited.
+    pub fn try_code(&mut self) -> Option<i32> {
+        let status = self.child.try_wait().ok().flatten()?;
+        self.status = Some(status);
+        Some(
+            status
+                .code()
+                .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)),
+        )
+    }
+
+    pub fn stderr(&self) -> String {
+        let mut text = String::new();
+        if let Ok(mut f) = fs::File::open(&self.stderr_path) {
+            let _ = f.read_to_string(&mut text);
+        }
+        text
+    }
+
+    /// The main child's PID (outside view): drainit's first live child.
+    pub fn wait_child(&self) -> i32 {
+        wait_for("drainit's child", PATIENCE, || {
+            children_of(self.pid()).first().copied()
+        })
+    }
+}
+
+impl Drop for Drainit {
+    fn drop(&mut self) {
+        if self.status.is_none() {
+            // SAFETY: test clean-up; unshare --kill-child takes drainit along.
+            unsafe {
+                if let Some(pid) = self.pid {
+                    libc::kill(pid, libc::SIGKILL);
+                }
+                libc::kill(self.child.id() as i32, libc::SIGKILL);
+            }
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Children of `pid`, from /proc (all threads).
+pub fn children_of(pid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    if let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) {
+        for task in tasks.flatten() {
+            if let Ok(text) = fs::read_to_string(task.path().join("children")) {
+                out.extend(
+                    text.split_whitespace()
+                        .filter_map(|s| s.parse::<i32>().ok()),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// Fields of /proc/PID/stat after the command name.
+fn stat_fields(pid: i32) -> Option<Vec<String>> {
+    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &text[text.rfind(')')? + 2..];
+    Some(after.split_whitespace().map(String::from).collect())
+}
+
+/// The one-letter state (R, S, Z...) of a process, None if it is gone.
+pub fn proc_state(pid: i32) -> Option<char> {
+    stat_fields(pid)?.first()?.chars().next()
+}
+
+pub fn parent_of(pid: i32) -> Option<i32> {
+    stat_fields(pid)?.get(1)?.parse().ok()
+}
+
+/// A field of /proc/PID/status, e.g. "voluntary_ctxt_switches".
+pub fn status_field(pid: i32, name: &str) -> Option<String> {
+    let text = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    text.lines().find_map(|line| {
+        line.strip_prefix(name)?
+            .strip_prefix(':')
+            .map(|v| v.trim().to_string())
+    })
+}
+
+/// Zombie children of `pid`, scanning every process's parent in /proc
+/// (the `children` file omits nothing, but zombies are what we want to see).
+pub fn zombie_children(pid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    if let Ok(entries) = fs::read_dir("/proc") {
+        for entry in entries.flatten() {
+            let Some(p) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            if let Some(fields) = stat_fields(p) {
+                if fields.first().map(String::as_str) == Some("Z")
+                    && fields.get(1).and_then(|s| s.parse().ok()) == Some(pid)
+                {
+                    out.push(p);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A hex signal-set field of /proc/PID/status (SigBlk, SigIgn, ShdPnd...).
+pub fn sigset_has(mask_hex: &str, signo: i32) -> bool {
+    u64::from_str_radix(mask_hex.trim(), 16)
+        .map(|m| m & (1u64 << (signo - 1)) != 0)
+        .unwrap_or(false)
+}
+
+/// `sh -c SCRIPT` as drainit arguments, with the scratch dir in `$D`.
+pub fn sh(scratch: &Scratch, script: &str) -> Vec<String> {
+    vec![
+        "--".into(),
+        "/bin/sh".into(),
+        "-c".into(),
+        format!("D='{}'; {script}", scratch.path.display()),
+    ]
+}
+
+pub fn path_str(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
+pub fn os(s: &str) -> &OsStr {
+    OsStr::new(s)
+}
