@@ -51,6 +51,59 @@ pub struct RawArgs {
     #[arg(short = 'r', long = "rewrite", value_name = "FROM:TO")]
     pub rewrite: Vec<String>,
 
+    /// Deadline from the start of a stop; then SIGKILL. 0/none never escalates
+    /// [default: 25s with a drain option, else none]
+    #[arg(long, value_name = "D", help_heading = "Draining")]
+    pub grace: Option<String>,
+
+    /// Received signals that begin a stop [default: TERM,INT]
+    #[arg(long, value_name = "LIST", help_heading = "Draining")]
+    pub stop_signals: Option<String>,
+
+    /// Wait this long before the stop hooks and signal [default: 0]
+    #[arg(long, value_name = "D", help_heading = "Draining")]
+    pub pre_stop_delay: Option<String>,
+
+    /// Request sent once when the stop hooks fire (e.g. POST /shutdown)
+    #[arg(long, value_name = "URL", help_heading = "Draining")]
+    pub stop_url: Option<String>,
+
+    /// HTTP method of --stop-url [default: POST]
+    #[arg(long, value_name = "M", help_heading = "Draining")]
+    pub stop_method: Option<String>,
+
+    /// The app's drain endpoint, polled during a stop
+    #[arg(long, value_name = "URL", help_heading = "Draining")]
+    pub drain_url: Option<String>,
+
+    /// JSON pointer to the readiness boolean [default: /readyForTermination]
+    #[arg(long, value_name = "PTR", help_heading = "Draining")]
+    pub drain_field: Option<String>,
+
+    /// Poll period of --drain-url [default: 1s]
+    #[arg(long, value_name = "D", help_heading = "Draining")]
+    pub drain_interval: Option<String>,
+
+    /// Once the app is ready, time for the child to exit by itself [default: 2s]
+    #[arg(long, value_name = "D", help_heading = "Draining")]
+    pub ready_grace: Option<String>,
+
+    /// After the main child exits, SIGTERM what remains and wait up to D [default: 0]
+    #[arg(long, value_name = "D", help_heading = "Draining")]
+    pub orphan_grace: Option<String>,
+
+    /// Exit code when the deadline passes and drainit kills the child [default: 124]
+    #[arg(long, value_name = "N", help_heading = "Draining")]
+    pub deadline_exit_code: Option<String>,
+
+    /// Write the JSON exit report here when drainit exits
+    #[arg(long, value_name = "PATH", help_heading = "Draining")]
+    pub exit_report: Option<String>,
+
+    /// Log format: text or json [default: text]
+    #[arg(long, value_name = "FORMAT")]
+    pub log_format: Option<String>,
+
     /// Print the license and exit
     #[arg(short = 'l', long = "license")]
     pub license: bool,

@@ -4,10 +4,15 @@
 
 use std::ffi::{OsStr, OsString};
 use std::fmt;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::cli::RawArgs;
-use crate::signals;
+use crate::http::{self, Target};
+use crate::{drain, signals};
+
+/// The grace period when a drain option is set and `--grace` is not.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(25);
 
 /// A bad option or variable; printed as one line, exit code 2.
 #[derive(Debug, PartialEq, Eq)]
@@ -34,6 +39,28 @@ pub struct Config {
     pub rewrite: Vec<(i32, i32)>,
     /// `DRAINIT_LOG`: an env_logger filter that overrides the verbosity.
     pub log_filter: Option<String>,
+    pub log_format: LogFormat,
+
+    /// Deadline from the start of a stop; None never escalates.
+    pub grace: Option<Duration>,
+    /// Received signals that begin a stop.
+    pub stop_signals: Vec<i32>,
+    pub pre_stop_delay: Duration,
+    /// `--stop-url` and `--stop-method`.
+    pub stop_hook: Option<Target>,
+    pub drain_url: Option<String>,
+    pub drain_field: String,
+    pub drain_interval: Duration,
+    pub ready_grace: Duration,
+    pub orphan_grace: Duration,
+    pub deadline_exit_code: u8,
+    pub exit_report: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 /// What the command line asks for.
@@ -151,7 +178,6 @@ pub fn parse_bool(text: &str) -> Result<bool, String> {
 }
 
 /// Parses `500ms`, `20s`, `2m` or a bare number of seconds (`20`, `0.5`).
-#[allow(dead_code)] // used by the drain options, which come next
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     const HINT: &str = "expected a duration such as 500ms, 20s, 2m or a number of seconds";
     let t = text.trim();
@@ -209,6 +235,71 @@ pub fn parse_rewrite(text: &str) -> Result<(i32, i32), String> {
     Ok((from, to))
 }
 
+/// `--grace`: a duration, or `0`/`none` for "never escalate".
+pub fn parse_grace(text: &str) -> Result<Option<Duration>, String> {
+    if text.trim().eq_ignore_ascii_case("none") {
+        return Ok(None);
+    }
+    let d = parse_duration(text).map_err(|e| format!("{e}, or none"))?;
+    Ok((!d.is_zero()).then_some(d))
+}
+
+/// A poll period: a duration that is not zero.
+pub fn parse_interval(text: &str) -> Result<Duration, String> {
+    let d = parse_duration(text)?;
+    if d < Duration::from_millis(1) {
+        return Err("an interval must be at least 1ms".into());
+    }
+    Ok(d)
+}
+
+/// `TERM,INT`: signals that can be received and forwarded.
+pub fn parse_signal_list(text: &str) -> Result<Vec<i32>, String> {
+    text.split(',')
+        .map(|name| {
+            let signo = signals::parse_signal(name)?;
+            if signals::is_forwardable(signo) {
+                Ok(signo)
+            } else {
+                Err(format!(
+                    "{} cannot be a stop signal",
+                    signals::signal_name(signo)
+                ))
+            }
+        })
+        .collect()
+}
+
+fn parse_url(text: &str) -> Result<String, String> {
+    http::validate_url(text.trim())?;
+    Ok(text.trim().to_string())
+}
+
+fn parse_method(text: &str) -> Result<String, String> {
+    let t = text.trim();
+    if t.is_empty() || !t.bytes().all(|b| b.is_ascii_alphabetic()) {
+        return Err("expected an HTTP method such as POST, PUT or GET".into());
+    }
+    Ok(t.to_ascii_uppercase())
+}
+
+fn parse_pointer(text: &str) -> Result<String, String> {
+    drain::validate_pointer(text)?;
+    Ok(text.to_string())
+}
+
+fn parse_log_format(text: &str) -> Result<LogFormat, String> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "text" => Ok(LogFormat::Text),
+        "json" => Ok(LogFormat::Json),
+        _ => Err("expected text or json".into()),
+    }
+}
+
+fn parse_path(text: &str) -> Result<PathBuf, String> {
+    Ok(PathBuf::from(text))
+}
+
 fn parse_verbosity(text: &str) -> Result<u8, String> {
     let t = text.trim();
     match t.parse::<u8>() {
@@ -236,22 +327,6 @@ impl Config {
             })?;
         let args = command.collect();
 
-        // tini: each -v adds one to the default of 1; TINI_VERBOSITY replaces
-        // the count. DRAINIT_VERBOSITY is an ordinary variable: -v beats it.
-        let mut verbosity = if raw.verbose > 0 {
-            1u8.saturating_add(raw.verbose).min(4)
-        } else {
-            match env.get("DRAINIT_VERBOSITY")? {
-                Some(text) => {
-                    parse_verbosity(&text).map_err(|e| invalid(&text, "DRAINIT_VERBOSITY", &e))?
-                }
-                None => 1,
-            }
-        };
-        if let Some(text) = env.get("TINI_VERBOSITY")? {
-            verbosity = parse_verbosity(&text).map_err(|e| invalid(&text, "TINI_VERBOSITY", &e))?;
-        }
-
         let pdeathsig = env
             .setting(raw.pdeathsig, "-p/--pdeathsig", "DRAINIT_PDEATHSIG")?
             .map(|s| s.parse(signals::parse_signal))
@@ -269,7 +344,107 @@ impl Config {
             .map(|s| s.parse(parse_rewrite))
             .collect::<Result<Vec<_>, _>>()?;
 
+        // One helper per kind of value keeps every error naming its option.
+        let get = |flag: Option<String>, name: &str, var: &str| env.setting(flag, name, var);
+        let duration =
+            |flag, name: &str, var: &str, default: Duration| -> Result<Duration, UsageError> {
+                Ok(get(flag, name, var)?
+                    .map(|s| s.parse(parse_duration))
+                    .transpose()?
+                    .unwrap_or(default))
+            };
+        let stop_url = get(raw.stop_url, "--stop-url", "DRAINIT_STOP_URL")?
+            .map(|s| s.parse(parse_url))
+            .transpose()?;
+        let stop_method = get(raw.stop_method, "--stop-method", "DRAINIT_STOP_METHOD")?
+            .map(|s| s.parse(parse_method))
+            .transpose()?
+            .unwrap_or_else(|| "POST".into());
+        let drain_url = get(raw.drain_url, "--drain-url", "DRAINIT_DRAIN_URL")?
+            .map(|s| s.parse(parse_url))
+            .transpose()?;
+        let pre_stop_delay = duration(
+            raw.pre_stop_delay,
+            "--pre-stop-delay",
+            "DRAINIT_PRE_STOP_DELAY",
+            Duration::ZERO,
+        )?;
+        let drain_active = drain_url.is_some() || stop_url.is_some() || !pre_stop_delay.is_zero();
+        let grace = match get(raw.grace, "--grace", "DRAINIT_GRACE")? {
+            Some(s) => s.parse(parse_grace)?,
+            None => drain_active.then_some(DEFAULT_GRACE),
+        };
+
+        // tini: each -v adds one to the default of 1; TINI_VERBOSITY replaces
+        // the count. DRAINIT_VERBOSITY is an ordinary variable: -v beats it.
+        // With a drain option the default is 2, so the drain progress and
+        // the exit report are visible without asking.
+        let default_verbosity = if drain_active { 2 } else { 1 };
+        let mut verbosity = if raw.verbose > 0 {
+            1u8.saturating_add(raw.verbose).min(4)
+        } else {
+            match env.get("DRAINIT_VERBOSITY")? {
+                Some(text) => {
+                    parse_verbosity(&text).map_err(|e| invalid(&text, "DRAINIT_VERBOSITY", &e))?
+                }
+                None => default_verbosity,
+            }
+        };
+        if let Some(text) = env.get("TINI_VERBOSITY")? {
+            verbosity = parse_verbosity(&text).map_err(|e| invalid(&text, "TINI_VERBOSITY", &e))?;
+        }
+
         Ok(Request::Run(Box::new(Config {
+            log_format: get(raw.log_format, "--log-format", "DRAINIT_LOG_FORMAT")?
+                .map(|s| s.parse(parse_log_format))
+                .transpose()?
+                .unwrap_or(LogFormat::Text),
+            grace,
+            stop_signals: get(raw.stop_signals, "--stop-signals", "DRAINIT_STOP_SIGNALS")?
+                .map(|s| s.parse(parse_signal_list))
+                .transpose()?
+                .unwrap_or_else(|| vec![libc::SIGTERM, libc::SIGINT]),
+            pre_stop_delay,
+            stop_hook: stop_url.map(|url| Target {
+                method: stop_method,
+                url,
+            }),
+            drain_url,
+            drain_field: get(raw.drain_field, "--drain-field", "DRAINIT_DRAIN_FIELD")?
+                .map(|s| s.parse(parse_pointer))
+                .transpose()?
+                .unwrap_or_else(|| "/readyForTermination".into()),
+            drain_interval: get(
+                raw.drain_interval,
+                "--drain-interval",
+                "DRAINIT_DRAIN_INTERVAL",
+            )?
+            .map(|s| s.parse(parse_interval))
+            .transpose()?
+            .unwrap_or(Duration::from_secs(1)),
+            ready_grace: duration(
+                raw.ready_grace,
+                "--ready-grace",
+                "DRAINIT_READY_GRACE",
+                Duration::from_secs(2),
+            )?,
+            orphan_grace: duration(
+                raw.orphan_grace,
+                "--orphan-grace",
+                "DRAINIT_ORPHAN_GRACE",
+                Duration::ZERO,
+            )?,
+            deadline_exit_code: get(
+                raw.deadline_exit_code,
+                "--deadline-exit-code",
+                "DRAINIT_DEADLINE_EXIT_CODE",
+            )?
+            .map(|s| s.parse(parse_exit_code))
+            .transpose()?
+            .unwrap_or(124),
+            exit_report: get(raw.exit_report, "--exit-report", "DRAINIT_EXIT_REPORT")?
+                .map(|s| s.parse(parse_path))
+                .transpose()?,
             program,
             args,
             subreaper: env.flag(raw.subreaper, "DRAINIT_SUBREAPER")?

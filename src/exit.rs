@@ -1,5 +1,11 @@
-//! How drainit ends: the typed `Outcome` of a run and its one mapping to a
-//! process exit code. Nothing else in drainit decides the exit status.
+//! How drainit ends: the typed `Outcome` of a run, its one mapping to a
+//! process exit code, and the JSON exit report. Nothing else in drainit
+//! decides the exit status.
+
+use serde_json::{json, Value};
+
+use crate::reaper::Ended;
+use crate::signals::signal_name;
 
 /// Why the child could not be started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,6 +25,10 @@ pub enum Outcome {
     Exited(i32),
     /// The child was killed by this signal, not by drainit's escalation.
     Signaled(i32),
+    /// The app reported ready and drainit killed it after `--ready-grace`.
+    Drained,
+    /// The deadline passed and drainit killed the child.
+    Deadline,
     /// The child could not be started.
     SpawnFailed(SpawnFailure),
 }
@@ -28,6 +38,8 @@ pub enum Outcome {
 pub struct ExitPolicy {
     /// tini's `-e`: these codes of the child (after 128+N) become 0.
     pub remap_to_zero: Vec<u8>,
+    /// `--deadline-exit-code`, 124 by default (as timeout(1)).
+    pub deadline_code: u8,
 }
 
 impl Outcome {
@@ -37,6 +49,8 @@ impl Outcome {
             Outcome::Exited(code) => (code & 0xff) as u8,
             // Signals go up to SIGRTMAX (64), so 128+N always fits.
             Outcome::Signaled(signo) => (128 + signo.clamp(0, 127)) as u8,
+            Outcome::Drained => return 0,
+            Outcome::Deadline => return policy.deadline_code,
             Outcome::SpawnFailed(SpawnFailure::NotFound) => return 127,
             Outcome::SpawnFailed(SpawnFailure::NotExecutable) => return 126,
             Outcome::SpawnFailed(SpawnFailure::Other) => return 125,
@@ -49,6 +63,67 @@ impl Outcome {
     }
 }
 
+impl Outcome {
+    /// The report's `outcome` field.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Outcome::Exited(_) => "exited",
+            Outcome::Signaled(_) => "signaled",
+            Outcome::Drained => "drained",
+            Outcome::Deadline => "deadline",
+            Outcome::SpawnFailed(_) => "spawn_failed",
+        }
+    }
+}
+
+/// What started a stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    Signal(i32),
+    Ecs,
+}
+
+/// Everything the exit report says besides the exit code.
+#[derive(Debug, Clone, Default)]
+pub struct RunSummary {
+    pub child_pid: Option<i32>,
+    pub child_status: Option<Ended>,
+    pub stop_trigger: Option<Trigger>,
+    pub stop_to_ready_ms: Option<u64>,
+    pub stop_to_exit_ms: Option<u64>,
+    pub drain_polls: u64,
+    pub last_drain: Option<String>,
+    pub orphans_reaped: u64,
+}
+
+/// The exit report: one JSON object, written to `--exit-report` and logged
+/// as the last line after a stop.
+pub fn report(outcome: &Outcome, exit_code: u8, summary: &RunSummary) -> Value {
+    let child_status = match summary.child_status {
+        Some(Ended::Exited(code)) => json!({"exited": code}),
+        Some(Ended::Signaled(signo)) => json!({"signaled": signal_name(signo)}),
+        None => Value::Null,
+    };
+    let (trigger, signal) = match summary.stop_trigger {
+        Some(Trigger::Signal(signo)) => (json!("signal"), json!(signal_name(signo))),
+        Some(Trigger::Ecs) => (json!("ecs"), Value::Null),
+        None => (Value::Null, Value::Null),
+    };
+    json!({
+        "outcome": outcome.name(),
+        "exit_code": exit_code,
+        "child_pid": summary.child_pid,
+        "child_status": child_status,
+        "stop_trigger": trigger,
+        "stop_signal": signal,
+        "stop_to_ready_ms": summary.stop_to_ready_ms,
+        "stop_to_exit_ms": summary.stop_to_exit_ms,
+        "drain_polls": summary.drain_polls,
+        "last_drain": summary.last_drain,
+        "orphans_reaped": summary.orphans_reaped,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -56,7 +131,63 @@ mod tests {
     fn code(outcome: Outcome, remap: &[u8]) -> u8 {
         outcome.exit_code(&ExitPolicy {
             remap_to_zero: remap.to_vec(),
+            deadline_code: 124,
         })
+    }
+
+    #[test]
+    fn drain_outcomes() {
+        assert_eq!(code(Outcome::Drained, &[]), 0);
+        assert_eq!(code(Outcome::Deadline, &[]), 124);
+        assert_eq!(
+            code(Outcome::Deadline, &[124]),
+            124,
+            "-e is for the child's own codes"
+        );
+        let policy = ExitPolicy {
+            remap_to_zero: vec![],
+            deadline_code: 7,
+        };
+        assert_eq!(Outcome::Deadline.exit_code(&policy), 7);
+    }
+
+    #[test]
+    fn report_fields() {
+        let summary = RunSummary {
+            child_pid: Some(7),
+            child_status: Some(Ended::Signaled(9)),
+            stop_trigger: Some(Trigger::Signal(15)),
+            stop_to_ready_ms: Some(1200),
+            stop_to_exit_ms: Some(3200),
+            drain_polls: 4,
+            last_drain: Some("HTTP 200".into()),
+            orphans_reaped: 2,
+        };
+        let r = report(&Outcome::Drained, 0, &summary);
+        assert_eq!(r["outcome"], "drained");
+        assert_eq!(r["exit_code"], 0);
+        assert_eq!(r["child_status"]["signaled"], "SIGKILL");
+        assert_eq!(r["stop_trigger"], "signal");
+        assert_eq!(r["stop_signal"], "SIGTERM");
+        assert_eq!(r["stop_to_ready_ms"], 1200);
+        assert_eq!(r["drain_polls"], 4);
+        assert_eq!(r["orphans_reaped"], 2);
+        let r = report(
+            &Outcome::SpawnFailed(SpawnFailure::NotFound),
+            127,
+            &RunSummary::default(),
+        );
+        assert_eq!(r["outcome"], "spawn_failed");
+        assert!(r["stop_trigger"].is_null());
+        let r = report(
+            &Outcome::Exited(3),
+            3,
+            &RunSummary {
+                stop_trigger: Some(Trigger::Ecs),
+                ..Default::default()
+            },
+        );
+        assert_eq!(r["stop_trigger"], "ecs");
     }
 
     #[test]

@@ -1,11 +1,17 @@
-//! Log output: `[drainit]`-prefixed lines on stderr, with tini's verbosity
-//! levels and a `DRAINIT_LOG` filter for fine control.
+//! Log output on stderr: `[drainit]`-prefixed text lines or one JSON object
+//! per line (`ts`, `level`, `msg`, plus fields), tini's verbosity levels,
+//! and a `DRAINIT_LOG` filter for fine control.
 
 use std::io::Write;
+use std::time::{SystemTime, UNIX_EPOCH};
 
-use log::LevelFilter;
+use log::{LevelFilter, Record};
+use serde_json::{json, Value};
 
-use crate::config::Config;
+use crate::config::{Config, LogFormat};
+
+/// Log target of the exit report line; its message is the report's JSON.
+pub const REPORT_TARGET: &str = "drainit::report";
 
 /// tini's verbosity: 0 silent, 1 warnings (default), 2 info, 3 debug, 4 trace.
 pub fn level_for(verbosity: u8) -> LevelFilter {
@@ -18,14 +24,104 @@ pub fn level_for(verbosity: u8) -> LevelFilter {
     }
 }
 
+/// `2026-11-21T21:39:50.123Z` without a date library (civil-from-days).
+pub fn rfc3339(now: SystemTime) -> String {
+    let since = now.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = since.as_secs() as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3_600,
+        rem / 60 % 60,
+        rem % 60,
+        since.subsec_millis()
+    )
+}
+
+/// One JSON log line for a record.
+pub fn json_line(record: &Record<'_>, now: SystemTime) -> Value {
+    let level = record.level().as_str().to_ascii_lowercase();
+    let msg = record.args().to_string();
+    if record.target() == REPORT_TARGET {
+        if let Ok(report) = serde_json::from_str::<Value>(&msg) {
+            return json!({"ts": rfc3339(now), "level": level, "msg": "exit report", "report": report});
+        }
+    }
+    json!({"ts": rfc3339(now), "level": level, "msg": msg})
+}
+
 pub fn init(config: &Config) {
     let mut builder = env_logger::Builder::new();
     builder.filter_level(level_for(config.verbosity));
     if let Some(filter) = &config.log_filter {
         builder.parse_filters(filter);
     }
-    builder
-        .format(|out, record| writeln!(out, "[drainit] {:<5} {}", record.level(), record.args()));
+    match config.log_format {
+        LogFormat::Text => builder.format(|out, record| {
+            if record.target() == REPORT_TARGET {
+                writeln!(
+                    out,
+                    "[drainit] {:<5} exit report {}",
+                    record.level(),
+                    record.args()
+                )
+            } else {
+                writeln!(out, "[drainit] {:<5} {}", record.level(), record.args())
+            }
+        }),
+        LogFormat::Json => {
+            builder.format(|out, record| writeln!(out, "{}", json_line(record, SystemTime::now())))
+        }
+    };
     // A second init can only fail in tests; logging is never worth a panic.
     let _ = builder.try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn timestamps() {
+        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        let t = UNIX_EPOCH + Duration::from_millis(1_795_297_190_123);
+        assert_eq!(rfc3339(t), "2026-11-21T21:39:50.123Z");
+        let leap = UNIX_EPOCH + Duration::from_secs(951_782_400); // 2000-02-29
+        assert_eq!(rfc3339(leap), "2000-02-29T00:00:00.000Z");
+    }
+
+    #[test]
+    fn json_lines_parse_and_embed_the_report() {
+        let now = UNIX_EPOCH;
+        let line = json_line(
+            &Record::builder()
+                .args(format_args!("a \"quoted\" msg\n"))
+                .level(log::Level::Warn)
+                .target("drainit")
+                .build(),
+            now,
+        );
+        let back: Value = serde_json::from_str(&line.to_string()).unwrap();
+        assert_eq!(back["level"], "warn");
+        assert_eq!(back["msg"], "a \"quoted\" msg\n");
+        let report = json_line(
+            &Record::builder()
+                .args(format_args!("{{\"outcome\":\"drained\"}}"))
+                .level(log::Level::Info)
+                .target(REPORT_TARGET)
+                .build(),
+            now,
+        );
+        assert_eq!(report["report"]["outcome"], "drained");
+    }
 }

@@ -4,7 +4,9 @@
 
 mod cli;
 mod config;
+mod drain;
 mod exit;
+mod http;
 mod logging;
 mod reaper;
 mod signals;
@@ -19,7 +21,7 @@ use log::{debug, warn};
 
 use cli::RawArgs;
 use config::{Config, Request};
-use exit::{ExitPolicy, Outcome, SpawnFailure};
+use exit::{ExitPolicy, Outcome, RunSummary, SpawnFailure};
 
 /// Runs before `main`, while the process still has one thread: captures the
 /// signal mask and dispositions drainit inherited and blocks every signal it
@@ -68,18 +70,29 @@ fn main() -> ExitCode {
     logging::init(&config);
     let policy = ExitPolicy {
         remap_to_zero: config.remap_exit.clone(),
+        deadline_code: config.deadline_exit_code,
     };
-    let outcome = match prepare_process(&config) {
-        Ok(sigfd_and_state) => {
-            let (sigfd, inherited) = sigfd_and_state;
-            supervisor::run(&config, sigfd, inherited)
-        }
+    let (outcome, summary) = match prepare_process(&config) {
+        Ok((sigfd, inherited)) => supervisor::run(&config, sigfd, inherited),
         Err(e) => {
             log::error!("{e}");
-            Outcome::SpawnFailed(SpawnFailure::Other)
+            (
+                Outcome::SpawnFailed(SpawnFailure::Other),
+                RunSummary::default(),
+            )
         }
     };
-    ExitCode::from(outcome.exit_code(&policy))
+    let code = outcome.exit_code(&policy);
+    let report = exit::report(&outcome, code, &summary);
+    if let Some(path) = &config.exit_report {
+        if let Err(e) = std::fs::write(path, format!("{report}\n")) {
+            warn!("cannot write the exit report to {}: {e}", path.display());
+        }
+    }
+    if summary.stop_trigger.is_some() {
+        log::info!(target: logging::REPORT_TARGET, "{report}");
+    }
+    ExitCode::from(code)
 }
 
 /// Process-wide set-up before the child starts; failing here is still safe.

@@ -1,70 +1,158 @@
-//! The event loop: one thread waits on the signalfd (and, once draining
-//! exists, on timers and poll results), forwards signals, hands SIGCHLD to
-//! the reaper and decides the run's `Outcome`. Nothing here may end the
-//! process while the child runs: every failure is logged and survived.
+//! The event loop and the stop timeline. One thread waits in `poll()` on the
+//! signalfd and on a wake-up pipe fed by HTTP worker threads, with the next
+//! timer (pre-stop delay, poll, ready grace, deadline) as its timeout. Signals,
+//! reaped children, poll results and expired timers are all events here, and
+//! the phase enum says what each one means. Nothing here may end the process
+//! while the child runs: every failure is logged and survived.
 
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
-use std::time::Instant;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use log::{debug, info, warn};
+use nix::fcntl::OFlag;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
 use crate::config::Config;
-use crate::exit::Outcome;
+use crate::drain::{self, Progress};
+use crate::exit::{Outcome, RunSummary, SpawnFailure, Trigger};
+use crate::http::{self, Failure, Response, Target};
 use crate::reaper::{self, Ended};
-use crate::signals::{self, Inherited};
+use crate::signals::{self, signal_name, Inherited};
 use crate::spawn;
 
-/// Where the child is in its life, from drainit's point of view.
+/// Why drainit sent SIGKILL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Lifecycle {
-    /// The child runs; signals are forwarded as they come.
-    Running { pid: i32 },
-    /// The child has been reaped: its PID must never be signalled again.
-    Exited { ended: Ended },
+enum Escalation {
+    /// The app reported ready and `--ready-grace` ran out.
+    Ready,
+    /// `--grace` ran out.
+    Deadline,
 }
 
-impl Lifecycle {
-    /// The PID that may still be signalled.
-    fn signalable(&self) -> Option<i32> {
-        match *self {
-            Lifecycle::Running { pid } => Some(pid),
-            Lifecycle::Exited { .. } => None,
-        }
-    }
+/// Where the run is. Each variant carries the moment it is waiting for.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Phase {
+    /// The child runs; signals are forwarded as they come.
+    Running,
+    /// A stop began; the hooks and the stop signal wait for `--pre-stop-delay`.
+    PreStop { fire_at: Instant },
+    /// The `--stop-url` request is in flight; the stop signal follows its
+    /// answer, or `give_up_at` if it never answers.
+    Hook { give_up_at: Instant },
+    /// The stop signal was forwarded; `--drain-url` is polled (next at
+    /// `next_poll`) until the app is ready, the child exits or the deadline.
+    Draining { next_poll: Option<Instant> },
+    /// The app reported ready; the child may exit by itself until `kill_at`.
+    Ready { kill_at: Instant },
+    /// drainit sent SIGKILL and waits for the reaper to see the child go.
+    Killed { reason: Escalation },
+    /// The main child is gone; the remaining processes got SIGTERM and have
+    /// until `until` to exit.
+    OrphanGrace { until: Instant, outcome: Outcome },
+    /// Nothing left to wait for.
+    Done { outcome: Outcome },
+}
+
+/// The one stop of a run: never restarted once begun.
+#[derive(Debug, Clone, Copy)]
+struct Stop {
+    trigger: Trigger,
+    since: Instant,
+    deadline: Option<Instant>,
+}
+
+/// Results the HTTP workers send back.
+#[derive(Debug)]
+enum Message {
+    DrainPoll(Result<Response, Failure>),
+    StopHook(Result<Response, Failure>),
 }
 
 /// Something the loop reacts to.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug)]
 enum Event {
     Signal { signo: i32, sender: i32 },
+    Message(Message),
+}
+
+/// Wakes the loop from a worker thread: one byte into a non-blocking pipe.
+struct Waker {
+    write: OwnedFd,
+}
+
+impl Waker {
+    fn wake(&self) {
+        // A full pipe already holds a pending wake-up; nothing to do then.
+        // SAFETY: writes one byte from a valid buffer to an fd we own.
+        unsafe { libc::write(self.write.as_raw_fd(), [1u8].as_ptr().cast(), 1) };
+    }
 }
 
 struct Supervisor<'a> {
     config: &'a Config,
     sigfd: OwnedFd,
-    lifecycle: Lifecycle,
-    orphans_reaped: u64,
+    wake_read: OwnedFd,
+    waker: Arc<Waker>,
+    inbox: Receiver<Message>,
+    outbox: Sender<Message>,
+    pid: i32,
+    phase: Phase,
+    stop: Option<Stop>,
+    drain_in_flight: bool,
+    progress: Progress,
+    summary: RunSummary,
 }
 
-/// Starts the child and supervises it until it has exited.
-pub fn run(config: &Config, sigfd: OwnedFd, inherited: &'static Inherited) -> Outcome {
+/// Starts the child and supervises it until the run is over.
+pub fn run(
+    config: &Config,
+    sigfd: OwnedFd,
+    inherited: &'static Inherited,
+) -> (Outcome, RunSummary) {
+    // Made before the child exists: failing here is still allowed.
+    let (wake_read, wake_write) = match nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK) {
+        Ok(pair) => pair,
+        Err(e) => {
+            log::error!("cannot create the wake-up pipe: {e}");
+            return (
+                Outcome::SpawnFailed(SpawnFailure::Other),
+                RunSummary::default(),
+            );
+        }
+    };
     let pid = match spawn::spawn(&config.program, &config.args, inherited) {
         Ok(pid) => pid,
         Err(e) => {
             log::error!("cannot run {:?}: {}", config.program, e.source);
-            return Outcome::SpawnFailed(e.failure);
+            return (Outcome::SpawnFailed(e.failure), RunSummary::default());
         }
     };
     debug!("started {:?} as pid {pid}", config.program);
+    let (outbox, inbox) = channel();
     let mut supervisor = Supervisor {
         config,
         sigfd,
-        lifecycle: Lifecycle::Running { pid },
-        orphans_reaped: 0,
+        wake_read,
+        waker: Arc::new(Waker { write: wake_write }),
+        inbox,
+        outbox,
+        pid,
+        phase: Phase::Running,
+        stop: None,
+        drain_in_flight: false,
+        progress: Progress::default(),
+        summary: RunSummary {
+            child_pid: Some(pid),
+            ..RunSummary::default()
+        },
     };
-    supervisor.run_loop()
+    let outcome = supervisor.run_loop();
+    supervisor.summary.drain_polls = supervisor.progress.polls;
+    supervisor.summary.last_drain = supervisor.progress.last_summary.take();
+    (outcome, supervisor.summary)
 }
 
 impl Supervisor<'_> {
@@ -72,21 +160,46 @@ impl Supervisor<'_> {
         loop {
             for event in self.wait() {
                 self.handle(event);
-                if let Lifecycle::Exited { ended } = self.lifecycle {
-                    return match ended {
-                        Ended::Exited(code) => Outcome::Exited(code),
-                        Ended::Signaled(signo) => Outcome::Signaled(signo),
-                    };
+                if let Phase::Done { outcome } = self.phase {
+                    return outcome;
                 }
+            }
+            self.on_time(Instant::now());
+            if let Phase::Done { outcome } = self.phase {
+                return outcome;
             }
         }
     }
 
     /// The next moment the loop must wake without an event. None while no
-    /// timer is armed: then drainit sleeps until a signal arrives and makes
-    /// no wake-ups at all.
+    /// timer is armed: then drainit sleeps until a signal or a result
+    /// arrives and makes no wake-ups at all.
     fn next_wakeup(&self) -> Option<Instant> {
-        None
+        let phase_timer = match self.phase {
+            Phase::PreStop { fire_at } => Some(fire_at),
+            Phase::Hook { give_up_at } => Some(give_up_at),
+            Phase::Draining { next_poll } if !self.drain_in_flight => next_poll,
+            Phase::Ready { kill_at } => Some(kill_at),
+            Phase::OrphanGrace { until, .. } => Some(until),
+            _ => None,
+        };
+        let deadline = if self.deadline_armed() {
+            self.stop.and_then(|s| s.deadline)
+        } else {
+            None
+        };
+        [phase_timer, deadline].into_iter().flatten().min()
+    }
+
+    /// The deadline matters until drainit has escalated or the child is gone.
+    fn deadline_armed(&self) -> bool {
+        matches!(
+            self.phase,
+            Phase::PreStop { .. }
+                | Phase::Hook { .. }
+                | Phase::Draining { .. }
+                | Phase::Ready { .. }
+        )
     }
 
     /// Blocks until something happens and returns what did.
@@ -100,44 +213,263 @@ impl Supervisor<'_> {
                 PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX)
             }
         };
-        let mut fds = [PollFd::new(self.sigfd.as_fd(), PollFlags::POLLIN)];
+        let mut fds = [
+            PollFd::new(self.sigfd.as_fd(), PollFlags::POLLIN),
+            PollFd::new(self.wake_read.as_fd(), PollFlags::POLLIN),
+        ];
         match poll(&mut fds, timeout) {
-            Ok(_) => {}
-            Err(nix::errno::Errno::EINTR) => {}
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
             Err(e) => {
                 warn!("waiting for events failed: {e}");
                 // Never spin on a persistent error.
-                std::thread::sleep(std::time::Duration::from_millis(10));
+                std::thread::sleep(Duration::from_millis(10));
             }
         }
-        signals::read_pending(&self.sigfd)
+        let mut drained = [0u8; 64];
+        // SAFETY: reads into a local buffer from a non-blocking fd we own.
+        while unsafe {
+            libc::read(
+                self.wake_read.as_raw_fd(),
+                drained.as_mut_ptr().cast(),
+                drained.len(),
+            )
+        } > 0
+        {}
+        let mut events: Vec<Event> = signals::read_pending(&self.sigfd)
             .into_iter()
             .map(|(signo, sender)| Event::Signal { signo, sender })
-            .collect()
+            .collect();
+        events.extend(self.inbox.try_iter().map(Event::Message));
+        events
     }
 
     fn handle(&mut self, event: Event) {
         match event {
             Event::Signal { signo, .. } if signo == libc::SIGCHLD => self.reap(),
             Event::Signal { signo, sender } => {
-                debug!("received {} from pid {sender}", signals::signal_name(signo));
-                self.forward(signo);
+                debug!("received {} from pid {sender}", signal_name(signo));
+                self.on_signal(signo);
             }
+            Event::Message(Message::DrainPoll(result)) => self.on_drain_poll(result),
+            Event::Message(Message::StopHook(result)) => self.on_stop_hook(result),
         }
     }
 
+    fn on_signal(&mut self, signo: i32) {
+        if !self.child_alive() {
+            return;
+        }
+        if self.config.stop_signals.contains(&signo) && self.stop.is_none() {
+            self.begin_stop(Trigger::Signal(signo), Instant::now());
+        } else {
+            // Other signals, and a repeated stop signal (a second Ctrl-C
+            // must still reach the app), are simply forwarded.
+            self.forward(signo);
+        }
+    }
+
+    fn child_alive(&self) -> bool {
+        !matches!(self.phase, Phase::OrphanGrace { .. } | Phase::Done { .. })
+    }
+
+    /// t0 of the stop timeline.
+    fn begin_stop(&mut self, trigger: Trigger, now: Instant) {
+        let stop = Stop {
+            trigger,
+            since: now,
+            deadline: self.config.grace.map(|g| now + g),
+        };
+        self.stop = Some(stop);
+        self.summary.stop_trigger = Some(trigger);
+        let by = match trigger {
+            Trigger::Signal(signo) => signal_name(signo),
+            Trigger::Ecs => "ECS".into(),
+        };
+        match self.config.grace {
+            Some(grace) => info!("stop begins ({by}); deadline in {} ms", grace.as_millis()),
+            None => info!("stop begins ({by}); no deadline"),
+        }
+        if self.config.pre_stop_delay.is_zero() {
+            self.fire_hooks(now);
+        } else {
+            self.phase = Phase::PreStop {
+                fire_at: now + self.config.pre_stop_delay,
+            };
+        }
+    }
+
+    /// Time allowed for one request: the poll interval, and never past the
+    /// deadline (so no endpoint can hold a request open beyond it).
+    fn request_timeout(&self, now: Instant) -> Duration {
+        let interval = self.config.drain_interval;
+        match self.stop.and_then(|s| s.deadline) {
+            Some(deadline) => interval.min(deadline.saturating_duration_since(now)),
+            None => interval,
+        }
+        .max(Duration::from_millis(1))
+    }
+
+    fn fire_hooks(&mut self, now: Instant) {
+        match self.config.stop_hook.clone() {
+            Some(target) => {
+                let timeout = self.request_timeout(now);
+                info!("stop hook: {} {}", target.method, target.url);
+                self.send_request(target, timeout, Message::StopHook);
+                self.phase = Phase::Hook {
+                    give_up_at: now + timeout,
+                };
+            }
+            None => self.send_stop_signal(now),
+        }
+    }
+
+    fn on_stop_hook(&mut self, result: Result<Response, Failure>) {
+        match &result {
+            Ok(response) => info!("stop hook answered HTTP {}", response.status),
+            Err(failure) => warn!("stop hook failed: {failure}"),
+        }
+        if matches!(self.phase, Phase::Hook { .. }) {
+            self.send_stop_signal(Instant::now());
+        }
+    }
+
+    /// Forwards the stop signal (after `--rewrite`) and starts polling.
+    fn send_stop_signal(&mut self, now: Instant) {
+        let signo = match self.stop.map(|s| s.trigger) {
+            Some(Trigger::Signal(signo)) => signo,
+            _ => self
+                .config
+                .stop_signals
+                .first()
+                .copied()
+                .unwrap_or(libc::SIGTERM),
+        };
+        self.forward(signo);
+        self.phase = Phase::Draining {
+            next_poll: self.config.drain_url.as_ref().map(|_| now),
+        };
+    }
+
+    fn start_drain_poll(&mut self, now: Instant) {
+        let Some(url) = self.config.drain_url.clone() else {
+            return;
+        };
+        let timeout = self.request_timeout(now);
+        self.drain_in_flight = true;
+        self.send_request(
+            Target {
+                method: "GET".into(),
+                url,
+            },
+            timeout,
+            Message::DrainPoll,
+        );
+        if let Phase::Draining { next_poll } = &mut self.phase {
+            *next_poll = Some(now + self.config.drain_interval);
+        }
+    }
+
+    fn on_drain_poll(&mut self, result: Result<Response, Failure>) {
+        self.drain_in_flight = false;
+        let reading = drain::evaluate(&result, &self.config.drain_field);
+        self.progress.observe(&reading);
+        if !reading.ready || !matches!(self.phase, Phase::Draining { .. }) {
+            return;
+        }
+        let now = Instant::now();
+        let mut kill_at = now + self.config.ready_grace;
+        if let Some(deadline) = self.stop.and_then(|s| s.deadline) {
+            kill_at = kill_at.min(deadline);
+        }
+        if let Some(stop) = self.stop {
+            self.summary.stop_to_ready_ms = Some(millis(now - stop.since));
+        }
+        info!(
+            "app reports ready ({}); it has {} ms to exit by itself",
+            reading.summary,
+            kill_at.saturating_duration_since(now).as_millis()
+        );
+        self.phase = Phase::Ready { kill_at };
+    }
+
+    /// Runs a request on a worker thread; its result comes back as an event.
+    fn send_request(
+        &self,
+        target: Target,
+        timeout: Duration,
+        wrap: fn(Result<Response, Failure>) -> Message,
+    ) {
+        let outbox = self.outbox.clone();
+        let waker = Arc::clone(&self.waker);
+        let spawned = std::thread::Builder::new()
+            .name("drainit-http".into())
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                let result = http::send(&target, None, timeout);
+                let _ = outbox.send(wrap(result));
+                waker.wake();
+            });
+        if let Err(e) = spawned {
+            let _ = self.outbox.send(wrap(Err(Failure::Broken(format!(
+                "cannot start a request thread: {e}"
+            )))));
+            self.waker.wake();
+        }
+    }
+
+    /// Timers that are due.
+    fn on_time(&mut self, now: Instant) {
+        match self.phase {
+            Phase::Ready { kill_at } if now >= kill_at => return self.escalate(Escalation::Ready),
+            _ => {}
+        }
+        if self.deadline_armed() && self.stop.and_then(|s| s.deadline).is_some_and(|d| now >= d) {
+            return self.escalate(Escalation::Deadline);
+        }
+        match self.phase {
+            Phase::PreStop { fire_at } if now >= fire_at => self.fire_hooks(now),
+            Phase::Hook { give_up_at } if now >= give_up_at => {
+                warn!("stop hook did not answer in time; sending the stop signal");
+                self.send_stop_signal(now);
+            }
+            Phase::Draining {
+                next_poll: Some(at),
+            } if now >= at && !self.drain_in_flight => self.start_drain_poll(now),
+            Phase::OrphanGrace { until, outcome } if now >= until => {
+                info!("orphan grace over; exiting");
+                self.phase = Phase::Done { outcome };
+            }
+            _ => {}
+        }
+    }
+
+    /// SIGKILL to the child's process group (and to the child itself, in
+    /// case it left the group).
+    fn escalate(&mut self, reason: Escalation) {
+        match reason {
+            Escalation::Ready => {
+                info!("ready grace over; sending SIGKILL to the child's process group")
+            }
+            Escalation::Deadline => {
+                warn!("deadline reached; sending SIGKILL to the child's process group")
+            }
+        }
+        // SAFETY: kill has no memory effects; the child is not reaped yet
+        // (the reaper runs on this thread and ends the phase first).
+        unsafe {
+            libc::kill(-self.pid, libc::SIGKILL);
+            libc::kill(self.pid, libc::SIGKILL);
+        }
+        self.phase = Phase::Killed { reason };
+    }
+
     fn reap(&mut self) {
-        for (pid, ended) in reaper::reap_all() {
-            if self.lifecycle.signalable() == Some(pid) {
-                match ended {
-                    Ended::Exited(code) => info!("main child exited with status {code}"),
-                    Ended::Signaled(signo) => {
-                        info!("main child was killed by {}", signals::signal_name(signo))
-                    }
-                }
-                self.lifecycle = Lifecycle::Exited { ended };
+        let reaped = reaper::reap_all();
+        for (pid, ended) in reaped.ended {
+            if pid == self.pid && self.child_alive() {
+                self.on_child_exit(ended);
             } else {
-                self.orphans_reaped += 1;
+                self.summary.orphans_reaped += 1;
                 if self.config.warn_on_reap {
                     warn!("Reaped zombie process with pid={pid}");
                 } else {
@@ -145,34 +477,124 @@ impl Supervisor<'_> {
                 }
             }
         }
+        if let Phase::OrphanGrace { outcome, .. } = self.phase {
+            if reaped.none_left {
+                info!("every remaining process has exited");
+                self.phase = Phase::Done { outcome };
+            }
+        }
+    }
+
+    fn on_child_exit(&mut self, ended: Ended) {
+        let now = Instant::now();
+        match ended {
+            Ended::Exited(code) => info!("main child exited with status {code}"),
+            Ended::Signaled(signo) => info!("main child was killed by {}", signal_name(signo)),
+        }
+        self.summary.child_status = Some(ended);
+        if let Some(stop) = self.stop {
+            self.summary.stop_to_exit_ms = Some(millis(now - stop.since));
+        }
+        let outcome = match (self.phase, ended) {
+            (
+                Phase::Killed {
+                    reason: Escalation::Ready,
+                },
+                Ended::Signaled(libc::SIGKILL),
+            ) => Outcome::Drained,
+            (
+                Phase::Killed {
+                    reason: Escalation::Deadline,
+                },
+                Ended::Signaled(libc::SIGKILL),
+            ) => Outcome::Deadline,
+            (_, Ended::Exited(code)) => Outcome::Exited(code),
+            (_, Ended::Signaled(signo)) => Outcome::Signaled(signo),
+        };
+        let grace = self.config.orphan_grace;
+        if grace.is_zero() || !self.terminate_remaining() {
+            self.phase = Phase::Done { outcome };
+        } else {
+            info!(
+                "waiting up to {} ms for the remaining processes",
+                grace.as_millis()
+            );
+            self.phase = Phase::OrphanGrace {
+                until: now + grace,
+                outcome,
+            };
+        }
+    }
+
+    /// SIGTERM to every process left behind; false when there is none.
+    fn terminate_remaining(&self) -> bool {
+        let children = own_children();
+        if children.is_empty() {
+            return false;
+        }
+        if std::process::id() == 1 {
+            // As PID 1, kill(-1) reaches every process in the namespace
+            // (but not us), descendants of orphans included.
+            // SAFETY: kill has no memory effects.
+            unsafe { libc::kill(-1, libc::SIGTERM) };
+        } else {
+            // Not PID 1, kill(-1) would reach the whole host: signal our own
+            // children only. They are not reaped yet, so their PIDs are ours.
+            for pid in children {
+                // SAFETY: as above.
+                unsafe { libc::kill(pid, libc::SIGTERM) };
+            }
+        }
+        true
     }
 
     /// Forwards a received signal (after `-r`) to the child or its group.
     fn forward(&self, signo: i32) {
-        let Some(pid) = self.lifecycle.signalable() else {
+        if !self.child_alive() {
             return;
-        };
+        }
         let Some(sent) = self.config.rewritten(signo) else {
-            debug!("dropping {} as --rewrite asks", signals::signal_name(signo));
+            debug!("dropping {} as --rewrite asks", signal_name(signo));
             return;
         };
+        let pid = self.pid;
         let target = if self.config.kill_process_group {
             -pid
         } else {
             pid
         };
         // SAFETY: kill has no memory effects; the PID has not been reaped
-        // (the reaper runs on this same thread and updates the lifecycle).
+        // (the reaper runs on this same thread and updates the phase).
         if unsafe { libc::kill(target, sent) } != 0 {
             // tini exits on EPERM here, throwing away the platform's grace
             // period; a failed forward is only worth a warning.
             warn!(
                 "forwarding {} to {} {}: {}",
-                signals::signal_name(sent),
+                signal_name(sent),
                 if target < 0 { "process group" } else { "pid" },
                 pid,
                 io::Error::last_os_error()
             );
         }
     }
+}
+
+fn millis(d: Duration) -> u64 {
+    d.as_millis().min(u64::MAX as u128) as u64
+}
+
+/// drainit's live children, from /proc (orphans re-parented to it included).
+fn own_children() -> Vec<i32> {
+    let mut out = Vec::new();
+    if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
+        for task in tasks.flatten() {
+            if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
+                out.extend(
+                    text.split_whitespace()
+                        .filter_map(|s| s.parse::<i32>().ok()),
+                );
+            }
+        }
+    }
+    out
 }

@@ -1,0 +1,317 @@
+//! The app's drain endpoint: the readiness rules of one poll (a pure
+//! function of the response), and the bookkeeping that logs each distinct
+//! failure once and numeric progress fields when they change.
+
+use std::collections::BTreeMap;
+use std::collections::BTreeSet;
+
+use log::{info, warn};
+use serde_json::Value;
+
+use crate::http::{Failure, Response};
+
+/// What one poll said.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reading {
+    pub ready: bool,
+    /// Why it is not ready: a stable kind (for log-once) and a message.
+    pub problem: Option<(String, String)>,
+    /// Top-level numeric fields of a JSON body (e.g. `activeExecutions`).
+    pub numbers: BTreeMap<String, String>,
+    /// A short description for the exit report.
+    pub summary: String,
+}
+
+/// `application/json` or any `…+json` type, parameters ignored.
+pub fn is_json(content_type: Option<&str>) -> bool {
+    let Some(ct) = content_type else {
+        return false;
+    };
+    let essence = ct
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json" || (essence.contains('/') && essence.ends_with("+json"))
+}
+
+/// A JSON pointer (RFC 6901) that names a field: starts with `/`, and every
+/// `~` is `~0` or `~1`.
+pub fn validate_pointer(pointer: &str) -> Result<(), String> {
+    if !pointer.starts_with('/') {
+        return Err("a JSON pointer starts with '/', e.g. /readyForTermination".into());
+    }
+    let mut chars = pointer.chars();
+    while let Some(c) = chars.next() {
+        if c == '~' && !matches!(chars.next(), Some('0') | Some('1')) {
+            return Err("'~' in a JSON pointer must be written ~0 or ~1".into());
+        }
+    }
+    Ok(())
+}
+
+fn not_ready(kind: &str, message: String, summary: String) -> Reading {
+    Reading {
+        ready: false,
+        problem: Some((kind.to_string(), message)),
+        numbers: BTreeMap::new(),
+        summary,
+    }
+}
+
+/// The readiness rules of SPEC §4 for one poll.
+pub fn evaluate(result: &Result<Response, Failure>, pointer: &str) -> Reading {
+    let response = match result {
+        Ok(response) => response,
+        Err(failure) => {
+            return not_ready(&failure.kind(), failure.to_string(), failure.to_string())
+        }
+    };
+    let status = response.status;
+    if !is_json(response.content_type.as_deref()) {
+        let ready = (200..300).contains(&status);
+        let summary = format!("HTTP {status}, not JSON");
+        if ready {
+            return Reading {
+                ready,
+                problem: None,
+                numbers: BTreeMap::new(),
+                summary,
+            };
+        }
+        return not_ready(
+            &format!("status_{status}"),
+            format!("HTTP {status}"),
+            summary,
+        );
+    }
+    let value: Value = match serde_json::from_slice(&response.body) {
+        Ok(value) => value,
+        Err(e) => {
+            return not_ready(
+                "bad_json",
+                format!("HTTP {status} with a JSON content type but an unparsable body ({e})"),
+                format!("HTTP {status}, unparsable JSON"),
+            )
+        }
+    };
+    let numbers: BTreeMap<String, String> = value
+        .as_object()
+        .map(|object| {
+            object
+                .iter()
+                .filter(|(_, v)| v.is_number())
+                .map(|(k, v)| (k.clone(), v.to_string()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut summary = format!("HTTP {status}");
+    match value.pointer(pointer) {
+        Some(Value::Bool(ready)) => summary.push_str(&format!(", {pointer}={ready}")),
+        _ => summary.push_str(&format!(", no boolean at {pointer}")),
+    }
+    for (k, v) in &numbers {
+        summary.push_str(&format!(", {k}={v}"));
+    }
+    match value.pointer(pointer) {
+        Some(Value::Bool(ready)) => Reading {
+            ready: *ready,
+            problem: None,
+            numbers,
+            summary,
+        },
+        _ => Reading {
+            problem: Some((
+                "no_boolean".into(),
+                format!("HTTP {status} JSON body has no boolean at {pointer}"),
+            )),
+            ready: false,
+            numbers,
+            summary,
+        },
+    }
+}
+
+/// Remembers what was already logged across polls.
+#[derive(Debug, Default)]
+pub struct Progress {
+    logged_problems: BTreeSet<String>,
+    last_numbers: BTreeMap<String, String>,
+    pub polls: u64,
+    pub last_summary: Option<String>,
+}
+
+impl Progress {
+    /// Records one reading and logs what is new about it.
+    pub fn observe(&mut self, reading: &Reading) {
+        self.polls += 1;
+        self.last_summary = Some(reading.summary.clone());
+        if let Some((kind, message)) = &reading.problem {
+            if self.logged_problems.insert(kind.clone()) {
+                warn!("drain endpoint not ready: {message} (logged once; polling goes on)");
+            }
+        }
+        for (key, value) in &reading.numbers {
+            if self.last_numbers.get(key) != Some(value) {
+                match self.last_numbers.get(key) {
+                    Some(old) => info!("drain progress: {key}={value} (was {old})"),
+                    None => info!("drain progress: {key}={value}"),
+                }
+            }
+        }
+        if !reading.numbers.is_empty() {
+            self.last_numbers = reading.numbers.clone();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn json(status: u16, body: &str) -> Result<Response, Failure> {
+        Ok(Response {
+            status,
+            content_type: Some("application/json".into()),
+            body: body.as_bytes().to_vec(),
+        })
+    }
+
+    fn plain(status: u16, content_type: Option<&str>) -> Result<Response, Failure> {
+        Ok(Response {
+            status,
+            content_type: content_type.map(String::from),
+            body: b"OK".to_vec(),
+        })
+    }
+
+    const FIELD: &str = "/readyForTermination";
+
+    #[test]
+    fn json_decides_by_the_boolean() {
+        assert!(evaluate(&json(200, r#"{"readyForTermination":true}"#), FIELD).ready);
+        assert!(!evaluate(&json(200, r#"{"readyForTermination":false}"#), FIELD).ready);
+        // JSON decides even when the status says otherwise.
+        assert!(evaluate(&json(503, r#"{"readyForTermination":true}"#), FIELD).ready);
+        assert!(
+            !evaluate(
+                &json(503, r#"{"readyForTermination":false,"activeExecutions":3}"#),
+                FIELD
+            )
+            .ready
+        );
+        assert!(evaluate(&json(200, r#"{"drain":{"done":true}}"#), "/drain/done").ready);
+        assert!(evaluate(&json(200, r#"{"a/b":true}"#), "/a~1b").ready);
+        assert!(evaluate(&json(200, r#"[false, true]"#), "/1").ready);
+    }
+
+    #[test]
+    fn json_without_a_boolean_is_not_ready() {
+        for body in [
+            r#"{"readyForTermination":"true"}"#,
+            r#"{"readyForTermination":1}"#,
+            r#"{"readyForTermination":null}"#,
+            r#"{}"#,
+            r#"[]"#,
+            r#"true"#,
+            r#"{"readyForTermination":true"#,
+            "",
+            "not json",
+            "\u{0}\u{1}garbage",
+        ] {
+            let r = evaluate(&json(200, body), FIELD);
+            assert!(!r.ready, "{body:?}");
+            assert!(r.problem.is_some(), "{body:?}");
+        }
+    }
+
+    #[test]
+    fn other_responses_decide_by_status() {
+        assert!(evaluate(&plain(200, Some("text/plain")), FIELD).ready);
+        assert!(evaluate(&plain(204, None), FIELD).ready);
+        assert!(evaluate(&plain(299, Some("text/html")), FIELD).ready);
+        for status in [100, 300, 404, 429, 500, 503] {
+            assert!(
+                !evaluate(&plain(status, Some("text/plain")), FIELD).ready,
+                "{status}"
+            );
+        }
+    }
+
+    #[test]
+    fn failures_are_not_ready() {
+        for failure in [
+            Failure::Refused,
+            Failure::Timeout,
+            Failure::TooLarge,
+            Failure::Redirect(302),
+            Failure::Broken("reset".into()),
+        ] {
+            let r = evaluate(&Err(failure.clone()), FIELD);
+            assert!(!r.ready);
+            assert_eq!(r.problem.unwrap().0, failure.kind());
+        }
+    }
+
+    #[test]
+    fn json_content_types() {
+        for ct in [
+            "application/json",
+            "application/json; charset=utf-8",
+            "Application/JSON",
+            "application/problem+json",
+            "application/vnd.api+json",
+        ] {
+            assert!(is_json(Some(ct)), "{ct}");
+        }
+        for ct in [
+            "text/plain",
+            "text/json+html",
+            "json",
+            "+json",
+            "application/jsonx",
+            "",
+        ] {
+            assert!(!is_json(Some(ct)), "{ct}");
+        }
+        assert!(!is_json(None));
+    }
+
+    #[test]
+    fn numeric_fields_are_collected() {
+        let r = evaluate(
+            &json(
+                503,
+                r#"{"readyForTermination":false,"activeExecutions":3,"queue":1.5,"name":"x"}"#,
+            ),
+            FIELD,
+        );
+        assert_eq!(
+            r.numbers.get("activeExecutions").map(String::as_str),
+            Some("3")
+        );
+        assert_eq!(r.numbers.get("queue").map(String::as_str), Some("1.5"));
+        assert!(!r.numbers.contains_key("name"));
+        assert!(r.summary.contains("activeExecutions=3"), "{}", r.summary);
+    }
+
+    #[test]
+    fn pointers() {
+        for ok in ["/readyForTermination", "/a/b", "/a~0b", "/a~1b", "/", "/0"] {
+            assert!(validate_pointer(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "readyForTermination", "a/b", "/a~2", "/a~", "#/a"] {
+            assert!(validate_pointer(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn progress_counts_polls() {
+        let mut p = Progress::default();
+        p.observe(&evaluate(&Err(Failure::Refused), FIELD));
+        p.observe(&evaluate(&Err(Failure::Refused), FIELD));
+        assert_eq!(p.polls, 2);
+        assert_eq!(p.logged_problems.len(), 1);
+    }
+}
