@@ -684,6 +684,107 @@ mod tests {
     }
 
     #[test]
+    fn drain_defaults() {
+        let c = parse(&["x"]);
+        assert_eq!(
+            c.grace, None,
+            "no drain option: tini behaviour, no deadline"
+        );
+        assert_eq!(c.verbosity, 1);
+        assert_eq!(c.stop_signals, [libc::SIGTERM, libc::SIGINT]);
+        assert_eq!(c.drain_field, "/readyForTermination");
+        assert_eq!(c.drain_interval, Duration::from_secs(1));
+        assert_eq!(c.ready_grace, Duration::from_secs(2));
+        assert_eq!(c.orphan_grace, Duration::ZERO);
+        assert_eq!(c.deadline_exit_code, 124);
+        assert_eq!(c.log_format, LogFormat::Text);
+        let c = parse(&["--drain-url", "http://127.0.0.1:1/d", "x"]);
+        assert_eq!(c.grace, Some(DEFAULT_GRACE));
+        assert_eq!(c.verbosity, 2, "drain progress is shown by default");
+        let c = parse(&["--stop-url", "http://127.0.0.1:1/s", "x"]);
+        assert_eq!(c.grace, Some(DEFAULT_GRACE));
+        assert_eq!(c.stop_hook.unwrap().method, "POST");
+        let c = parse(&["--pre-stop-delay", "5s", "x"]);
+        assert_eq!(c.grace, Some(DEFAULT_GRACE));
+    }
+
+    #[test]
+    fn grace_forms() {
+        let url = "http://127.0.0.1:1/d";
+        for (text, want) in [
+            ("none", None),
+            ("NONE", None),
+            ("0", None),
+            ("0s", None),
+            ("20s", Some(20_000)),
+            ("500ms", Some(500)),
+            ("2m", Some(120_000)),
+            ("90", Some(90_000)),
+        ] {
+            let c = parse(&["--grace", text, "--drain-url", url, "x"]);
+            assert_eq!(c.grace.map(|g| g.as_millis() as u64), want, "{text}");
+        }
+        let c = parse_with(&["--drain-url", url, "x"], &[("DRAINIT_GRACE", "10s")]).unwrap();
+        assert_eq!(c.grace, Some(Duration::from_secs(10)));
+        let c = parse_with(&["--grace", "3s", "x"], &[("DRAINIT_GRACE", "10s")]).unwrap();
+        assert_eq!(c.grace, Some(Duration::from_secs(3)), "flag beats variable");
+    }
+
+    #[test]
+    fn drain_options_from_the_environment() {
+        let vars = [
+            ("DRAINIT_DRAIN_URL", "http://127.0.0.1:9/drain"),
+            ("DRAINIT_DRAIN_FIELD", "/a/b"),
+            ("DRAINIT_DRAIN_INTERVAL", "250ms"),
+            ("DRAINIT_STOP_SIGNALS", "sigterm,QUIT"),
+            ("DRAINIT_STOP_URL", "http://127.0.0.1:9/stop"),
+            ("DRAINIT_STOP_METHOD", "delete"),
+            ("DRAINIT_READY_GRACE", "0"),
+            ("DRAINIT_ORPHAN_GRACE", "3s"),
+            ("DRAINIT_PRE_STOP_DELAY", "1"),
+            ("DRAINIT_DEADLINE_EXIT_CODE", "75"),
+            ("DRAINIT_EXIT_REPORT", "/dev/termination-log"),
+            ("DRAINIT_LOG_FORMAT", "JSON"),
+        ];
+        let c = parse_with(&["x"], &vars).unwrap();
+        assert_eq!(c.drain_url.as_deref(), Some("http://127.0.0.1:9/drain"));
+        assert_eq!(c.drain_field, "/a/b");
+        assert_eq!(c.drain_interval, Duration::from_millis(250));
+        assert_eq!(c.stop_signals, [libc::SIGTERM, libc::SIGQUIT]);
+        assert_eq!(c.stop_hook.as_ref().unwrap().method, "DELETE");
+        assert_eq!(c.ready_grace, Duration::ZERO);
+        assert_eq!(c.orphan_grace, Duration::from_secs(3));
+        assert_eq!(c.pre_stop_delay, Duration::from_secs(1));
+        assert_eq!(c.deadline_exit_code, 75);
+        assert_eq!(
+            c.exit_report.as_deref(),
+            Some(std::path::Path::new("/dev/termination-log"))
+        );
+        assert_eq!(c.log_format, LogFormat::Json);
+    }
+
+    #[test]
+    fn bad_drain_values_name_their_option() {
+        let cases = [
+            (vec!["--grace", "abc"], "--grace"),
+            (vec!["--drain-url", "https://127.0.0.1/"], "--drain-url"),
+            (vec!["--drain-field", "x"], "--drain-field"),
+            (vec!["--drain-interval", "0"], "--drain-interval"),
+            (vec!["--drain-interval", "0ms"], "--drain-interval"),
+            (vec!["--stop-signals", "CHLD"], "--stop-signals"),
+            (vec!["--stop-signals", ""], "--stop-signals"),
+            (vec!["--stop-method", "PO ST"], "--stop-method"),
+            (vec!["--ready-grace", "soon"], "--ready-grace"),
+            (vec!["--log-format", "yaml"], "--log-format"),
+        ];
+        for (mut args, needle) in cases {
+            args.push("x");
+            let err = parse_with(&args, &[]).unwrap_err().0;
+            assert!(err.contains(needle) && !err.contains('\n'), "{err:?}");
+        }
+    }
+
+    #[test]
     fn rewrite_lookup() {
         let c = parse(&["-r", "TERM:QUIT", "-r", "HUP:0", "x"]);
         assert_eq!(c.rewritten(libc::SIGTERM), Some(libc::SIGQUIT));

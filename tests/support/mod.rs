@@ -6,6 +6,8 @@
 
 #![allow(dead_code)]
 
+pub mod server;
+
 use std::ffi::OsStr;
 use std::fs;
 use std::io::Read;
