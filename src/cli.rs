@@ -100,6 +100,28 @@ pub struct RawArgs {
     #[arg(long, value_name = "PATH", help_heading = "Draining")]
     pub exit_report: Option<String>,
 
+    /// Amazon ECS integration: auto (when the metadata variable is set), on, off
+    /// [default: auto]
+    #[arg(long, value_name = "MODE", help_heading = "Amazon ECS")]
+    pub ecs: Option<String>,
+
+    /// Task metadata poll period, at least 1s [default: 5s]
+    #[arg(long, value_name = "D", help_heading = "Amazon ECS")]
+    pub ecs_interval: Option<String>,
+
+    /// Keep task scale-in protection on while the app is busy (needs
+    /// ECS_AGENT_URI and --drain-url)
+    #[arg(long, help_heading = "Amazon ECS")]
+    pub ecs_protect: bool,
+
+    /// How often --ecs-protect polls the drain URL [default: 10s]
+    #[arg(long, value_name = "D", help_heading = "Amazon ECS")]
+    pub protect_interval: Option<String>,
+
+    /// Protection length per request, 1-2880 minutes [default: 60]
+    #[arg(long, value_name = "M", help_heading = "Amazon ECS")]
+    pub protect_minutes: Option<String>,
+
     /// Log format: text or json [default: text]
     #[arg(long, value_name = "FORMAT")]
     pub log_format: Option<String>,

@@ -55,6 +55,23 @@ pub struct Config {
     pub orphan_grace: Duration,
     pub deadline_exit_code: u8,
     pub exit_report: Option<PathBuf>,
+    /// Amazon ECS integration, when active.
+    pub ecs: Option<EcsConfig>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EcsConfig {
+    /// `ECS_CONTAINER_METADATA_URI_V4` (or v3); None with `--ecs off`.
+    pub metadata_uri: Option<String>,
+    pub interval: Duration,
+    pub protect: Option<ProtectConfig>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProtectConfig {
+    pub agent_uri: String,
+    pub interval: Duration,
+    pub minutes: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,6 +85,15 @@ pub enum LogFormat {
 pub enum Request {
     Run(Box<Config>),
     License,
+}
+
+/// The ECS flags as typed, validated together with their variables.
+struct RawEcs {
+    mode: Option<String>,
+    interval: Option<String>,
+    protect: bool,
+    protect_interval: Option<String>,
+    protect_minutes: Option<String>,
 }
 
 /// Where a setting's text came from, so errors name what the user typed.
@@ -296,6 +322,40 @@ fn parse_log_format(text: &str) -> Result<LogFormat, String> {
     }
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum EcsMode {
+    Auto,
+    On,
+    Off,
+}
+
+fn parse_ecs_mode(text: &str) -> Result<EcsMode, String> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "auto" => Ok(EcsMode::Auto),
+        "on" => Ok(EcsMode::On),
+        "off" => Ok(EcsMode::Off),
+        _ => Err("expected auto, on or off".into()),
+    }
+}
+
+/// The agent rate-limits every container of an instance together, so
+/// metadata polls are never more frequent than once a second.
+fn parse_ecs_interval(text: &str) -> Result<Duration, String> {
+    let d = parse_duration(text)?;
+    if d < Duration::from_secs(1) {
+        return Err("the ECS agent is rate-limited: at least 1s".into());
+    }
+    Ok(d)
+}
+
+fn parse_protect_minutes(text: &str) -> Result<u32, String> {
+    let t = text.trim();
+    match t.parse::<u32>() {
+        Ok(n) if (1..=2880).contains(&n) && t.bytes().all(|b| b.is_ascii_digit()) => Ok(n),
+        _ => Err("expected whole minutes, 1-2880".into()),
+    }
+}
+
 fn parse_path(text: &str) -> Result<PathBuf, String> {
     Ok(PathBuf::from(text))
 }
@@ -312,6 +372,13 @@ impl Config {
     /// Validates the raw arguments against the environment.
     pub fn from_raw(raw: RawArgs, env: EnvLookup<'_>) -> Result<Request, UsageError> {
         let env = Env(env);
+        let raw_ecs = RawEcs {
+            mode: raw.ecs.clone(),
+            interval: raw.ecs_interval.clone(),
+            protect: raw.ecs_protect,
+            protect_interval: raw.protect_interval.clone(),
+            protect_minutes: raw.protect_minutes.clone(),
+        };
         if raw.license {
             return Ok(Request::License);
         }
@@ -369,7 +436,13 @@ impl Config {
             "DRAINIT_PRE_STOP_DELAY",
             Duration::ZERO,
         )?;
-        let drain_active = drain_url.is_some() || stop_url.is_some() || !pre_stop_delay.is_zero();
+        let ecs = Self::ecs_from(&raw_ecs, &env, drain_url.is_some())?;
+        let drain_active = drain_url.is_some()
+            || stop_url.is_some()
+            || !pre_stop_delay.is_zero()
+            || ecs
+                .as_ref()
+                .is_some_and(|e| e.metadata_uri.is_some() || e.protect.is_some());
         let grace = match get(raw.grace, "--grace", "DRAINIT_GRACE")? {
             Some(s) => s.parse(parse_grace)?,
             None => drain_active.then_some(DEFAULT_GRACE),
@@ -445,6 +518,7 @@ impl Config {
             exit_report: get(raw.exit_report, "--exit-report", "DRAINIT_EXIT_REPORT")?
                 .map(|s| s.parse(parse_path))
                 .transpose()?,
+            ecs,
             program,
             args,
             subreaper: env.flag(raw.subreaper, "DRAINIT_SUBREAPER")?
@@ -458,6 +532,104 @@ impl Config {
             rewrite,
             log_filter: env.get("DRAINIT_LOG")?,
         })))
+    }
+
+    /// The ECS settings: None when neither the metadata watch nor task
+    /// protection is on.
+    fn ecs_from(
+        raw: &RawEcs,
+        env: &Env<'_>,
+        has_drain_url: bool,
+    ) -> Result<Option<EcsConfig>, UsageError> {
+        let mode = env
+            .setting(raw.mode.clone(), "--ecs", "DRAINIT_ECS")?
+            .map(|s| s.parse(parse_ecs_mode))
+            .transpose()?
+            .unwrap_or(EcsMode::Auto);
+        let interval = env
+            .setting(
+                raw.interval.clone(),
+                "--ecs-interval",
+                "DRAINIT_ECS_INTERVAL",
+            )?
+            .map(|s| s.parse(parse_ecs_interval))
+            .transpose()?
+            .unwrap_or(Duration::from_secs(5));
+        let metadata_var = [
+            "ECS_CONTAINER_METADATA_URI_V4",
+            "ECS_CONTAINER_METADATA_URI",
+        ]
+        .into_iter()
+        .find_map(|var| {
+            env.get(var).transpose().map(|v| {
+                v.map(|text| Setting {
+                    text,
+                    origin: var.to_string(),
+                })
+            })
+        })
+        .transpose()?;
+        let metadata_uri = match (mode, metadata_var) {
+            (EcsMode::Off, _) => None,
+            (EcsMode::On, None) => {
+                return Err(UsageError(
+                    "--ecs on needs ECS_CONTAINER_METADATA_URI_V4 (or ECS_CONTAINER_METADATA_URI), which is not set".into(),
+                ))
+            }
+            (_, Some(setting)) => Some(setting.parse(parse_url)?),
+            (EcsMode::Auto, None) => None,
+        };
+        let protect = if env.flag(raw.protect, "DRAINIT_ECS_PROTECT")? {
+            if mode == EcsMode::Off {
+                return Err(UsageError(
+                    "--ecs-protect cannot be used with --ecs off".into(),
+                ));
+            }
+            if !has_drain_url {
+                return Err(UsageError(
+                    "--ecs-protect needs --drain-url to know when the app is busy".into(),
+                ));
+            }
+            let agent_uri = env.get("ECS_AGENT_URI")?.ok_or_else(|| {
+                UsageError(
+                    "--ecs-protect needs ECS_AGENT_URI, which is not set (is this an ECS task?)"
+                        .into(),
+                )
+            })?;
+            let agent_uri =
+                parse_url(&agent_uri).map_err(|e| invalid(&agent_uri, "ECS_AGENT_URI", &e))?;
+            Some(ProtectConfig {
+                agent_uri,
+                interval: env
+                    .setting(
+                        raw.protect_interval.clone(),
+                        "--protect-interval",
+                        "DRAINIT_PROTECT_INTERVAL",
+                    )?
+                    .map(|s| s.parse(parse_ecs_interval))
+                    .transpose()?
+                    .unwrap_or(Duration::from_secs(10)),
+                minutes: env
+                    .setting(
+                        raw.protect_minutes.clone(),
+                        "--protect-minutes",
+                        "DRAINIT_PROTECT_MINUTES",
+                    )?
+                    .map(|s| s.parse(parse_protect_minutes))
+                    .transpose()?
+                    .unwrap_or(60),
+            })
+        } else {
+            None
+        };
+        if metadata_uri.is_none() && protect.is_none() {
+            return Ok(None);
+        }
+        Ok(Some(EcsConfig {
+            metadata_uri,
+            interval,
+            protect,
+        }))
     }
 
     /// The signal actually forwarded for a received one (after `-r`);
@@ -782,6 +954,120 @@ mod tests {
             let err = parse_with(&args, &[]).unwrap_err().0;
             assert!(err.contains(needle) && !err.contains('\n'), "{err:?}");
         }
+    }
+
+    #[test]
+    fn ecs_detection() {
+        assert_eq!(parse(&["x"]).ecs, None);
+        let v4 = [(
+            "ECS_CONTAINER_METADATA_URI_V4",
+            "http://169.254.170.2/v4/abc",
+        )];
+        let c = parse_with(&["x"], &v4).unwrap();
+        let ecs = c.ecs.clone().unwrap();
+        assert_eq!(
+            ecs.metadata_uri.as_deref(),
+            Some("http://169.254.170.2/v4/abc")
+        );
+        assert_eq!(ecs.interval, Duration::from_secs(5));
+        assert_eq!(ecs.protect, None);
+        assert_eq!(
+            c.grace,
+            Some(DEFAULT_GRACE),
+            "ECS counts as a drain feature"
+        );
+        assert_eq!(c.verbosity, 2);
+        let v3 = [("ECS_CONTAINER_METADATA_URI", "http://169.254.170.2/v3/abc")];
+        let c = parse_with(&["x"], &v3).unwrap();
+        assert_eq!(
+            c.ecs.unwrap().metadata_uri.as_deref(),
+            Some("http://169.254.170.2/v3/abc")
+        );
+        let both = [v4[0], v3[0]];
+        let c = parse_with(&["x"], &both).unwrap();
+        assert!(
+            c.ecs.unwrap().metadata_uri.unwrap().contains("/v4/"),
+            "v4 wins"
+        );
+        assert_eq!(parse_with(&["--ecs", "off", "x"], &v4).unwrap().ecs, None);
+        assert_eq!(
+            parse_with(&["x"], &[("DRAINIT_ECS", "off"), v4[0]])
+                .unwrap()
+                .ecs,
+            None
+        );
+        let c = parse_with(&["--ecs-interval", "1s", "x"], &v4).unwrap();
+        assert_eq!(c.ecs.unwrap().interval, Duration::from_secs(1));
+    }
+
+    #[test]
+    fn ecs_protection_settings() {
+        let vars = [("ECS_AGENT_URI", "http://169.254.170.2/api/abc")];
+        let c = parse_with(
+            &[
+                "--ecs-protect",
+                "--drain-url",
+                "http://127.0.0.1:8080/drain",
+                "x",
+            ],
+            &vars,
+        )
+        .unwrap();
+        let p = c.ecs.unwrap().protect.unwrap();
+        assert_eq!(p.agent_uri, "http://169.254.170.2/api/abc");
+        assert_eq!(p.interval, Duration::from_secs(10));
+        assert_eq!(p.minutes, 60);
+        for minutes in ["1", "2880"] {
+            let c = parse_with(
+                &[
+                    "--ecs-protect",
+                    "--protect-minutes",
+                    minutes,
+                    "--drain-url",
+                    "http://127.0.0.1:1/d",
+                    "x",
+                ],
+                &vars,
+            )
+            .unwrap();
+            assert_eq!(c.ecs.unwrap().protect.unwrap().minutes.to_string(), minutes);
+        }
+        for minutes in ["0", "2881", "1.5", "x", ""] {
+            let err = parse_with(
+                &[
+                    "--ecs-protect",
+                    "--protect-minutes",
+                    minutes,
+                    "--drain-url",
+                    "http://127.0.0.1:1/d",
+                    "x",
+                ],
+                &vars,
+            )
+            .unwrap_err();
+            assert!(err.0.contains("--protect-minutes"), "{err}");
+        }
+        let err = parse_with(
+            &[
+                "--ecs-protect",
+                "--ecs",
+                "off",
+                "--drain-url",
+                "http://127.0.0.1:1/d",
+                "x",
+            ],
+            &vars,
+        )
+        .unwrap_err();
+        assert!(err.0.contains("--ecs off"), "{err}");
+        let err = parse_with(
+            &["--ecs-protect", "--drain-url", "http://127.0.0.1:1/d", "x"],
+            &[("ECS_AGENT_URI", "https://x/")],
+        )
+        .unwrap_err();
+        assert!(err.0.contains("ECS_AGENT_URI"), "{err}");
+        let err = parse_with(&["x"], &[("ECS_CONTAINER_METADATA_URI_V4", "unix:/x")]).unwrap_err();
+        assert!(err.0.contains("ECS_CONTAINER_METADATA_URI_V4"), "{err}");
     }
 
     #[test]

@@ -94,6 +94,7 @@ pub struct RunSummary {
     pub drain_polls: u64,
     pub last_drain: Option<String>,
     pub orphans_reaped: u64,
+    pub ecs_task_arn: Option<String>,
 }
 
 /// The exit report: one JSON object, written to `--exit-report` and logged
@@ -121,6 +122,7 @@ pub fn report(outcome: &Outcome, exit_code: u8, summary: &RunSummary) -> Value {
         "drain_polls": summary.drain_polls,
         "last_drain": summary.last_drain,
         "orphans_reaped": summary.orphans_reaped,
+        "ecs_task_arn": summary.ecs_task_arn,
     })
 }
 
@@ -162,6 +164,7 @@ mod tests {
             drain_polls: 4,
             last_drain: Some("HTTP 200".into()),
             orphans_reaped: 2,
+            ecs_task_arn: None,
         };
         let r = report(&Outcome::Drained, 0, &summary);
         assert_eq!(r["outcome"], "drained");

@@ -5,6 +5,7 @@
 mod cli;
 mod config;
 mod drain;
+mod ecs;
 mod exit;
 mod http;
 mod logging;

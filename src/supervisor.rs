@@ -17,6 +17,7 @@ use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
 use crate::config::Config;
 use crate::drain::{self, Progress};
+use crate::ecs::{self, Protection, Watch};
 use crate::exit::{Outcome, RunSummary, SpawnFailure, Trigger};
 use crate::http::{self, Failure, Response, Target};
 use crate::reaper::{self, Ended};
@@ -64,18 +65,33 @@ struct Stop {
     deadline: Option<Instant>,
 }
 
-/// Results the HTTP workers send back.
+/// What an HTTP request was for; its result comes back tagged with it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Purpose {
+    DrainPoll,
+    StopHook,
+    EcsTask,
+    EcsContainer,
+    /// A drain-URL poll made for task protection, while running.
+    ProtectPoll,
+    ProtectPut {
+        enabled: bool,
+        sent_at: Instant,
+    },
+}
+
+/// A finished request, sent back by its worker thread.
 #[derive(Debug)]
-enum Message {
-    DrainPoll(Result<Response, Failure>),
-    StopHook(Result<Response, Failure>),
+struct Message {
+    purpose: Purpose,
+    result: Result<Response, Failure>,
 }
 
 /// Something the loop reacts to.
 #[derive(Debug)]
 enum Event {
     Signal { signo: i32, sender: i32 },
-    Message(Message),
+    Http(Message),
 }
 
 /// Wakes the loop from a worker thread: one byte into a non-blocking pipe.
@@ -104,6 +120,13 @@ struct Supervisor<'a> {
     drain_in_flight: bool,
     progress: Progress,
     summary: RunSummary,
+    /// The ECS metadata watch, when ECS is active.
+    watch: Option<Watch>,
+    /// Task scale-in protection, with `--ecs-protect`.
+    protection: Option<Protection>,
+    /// After an ECS-triggered stop, the platform's own stop signal follows;
+    /// it is absorbed once so the app does not see the stop twice.
+    absorb_platform_stop: bool,
 }
 
 /// Starts the child and supervises it until the run is over.
@@ -148,10 +171,15 @@ pub fn run(
             child_pid: Some(pid),
             ..RunSummary::default()
         },
+        watch: None,
+        protection: None,
+        absorb_platform_stop: false,
     };
+    supervisor.start_ecs(Instant::now());
     let outcome = supervisor.run_loop();
     supervisor.summary.drain_polls = supervisor.progress.polls;
     supervisor.summary.last_drain = supervisor.progress.last_summary.take();
+    supervisor.summary.ecs_task_arn = supervisor.watch.and_then(|w| w.task).map(|t| t.task_arn);
     (outcome, supervisor.summary)
 }
 
@@ -181,6 +209,19 @@ impl Supervisor<'_> {
             Phase::Draining { next_poll } if !self.drain_in_flight => next_poll,
             Phase::Ready { kill_at } => Some(kill_at),
             Phase::OrphanGrace { until, .. } => Some(until),
+            Phase::Running => {
+                let watch = self
+                    .watch
+                    .as_ref()
+                    .filter(|w| !w.in_flight)
+                    .and_then(|w| w.next_poll);
+                let protect = self
+                    .protection
+                    .as_ref()
+                    .filter(|p| !p.poll_in_flight)
+                    .and_then(|p| p.next_poll);
+                [watch, protect].into_iter().flatten().min()
+            }
             _ => None,
         };
         let deadline = if self.deadline_armed() {
@@ -239,7 +280,7 @@ impl Supervisor<'_> {
             .into_iter()
             .map(|(signo, sender)| Event::Signal { signo, sender })
             .collect();
-        events.extend(self.inbox.try_iter().map(Event::Message));
+        events.extend(self.inbox.try_iter().map(Event::Http));
         events
     }
 
@@ -250,8 +291,117 @@ impl Supervisor<'_> {
                 debug!("received {} from pid {sender}", signal_name(signo));
                 self.on_signal(signo);
             }
-            Event::Message(Message::DrainPoll(result)) => self.on_drain_poll(result),
-            Event::Message(Message::StopHook(result)) => self.on_stop_hook(result),
+            Event::Http(Message { purpose, result }) => match purpose {
+                Purpose::DrainPoll => self.on_drain_poll(result),
+                Purpose::StopHook => self.on_stop_hook(result),
+                Purpose::EcsTask => self.on_ecs_task(result),
+                Purpose::EcsContainer => {
+                    if let Some(watch) = &mut self.watch {
+                        watch.on_container(result);
+                    }
+                }
+                Purpose::ProtectPoll => self.on_protect_poll(result),
+                Purpose::ProtectPut { enabled, sent_at } => {
+                    if let Some(protection) = &mut self.protection {
+                        protection.on_put(enabled, result, sent_at);
+                    }
+                }
+            },
+        }
+    }
+
+    /// Arms the ECS pollers. The metadata watch asks at once: its first
+    /// answer is logged as the task's identity and already counts as a poll.
+    fn start_ecs(&mut self, now: Instant) {
+        let Some(ecs) = &self.config.ecs else {
+            return;
+        };
+        if let Some(uri) = &ecs.metadata_uri {
+            let watch = Watch::new(uri, ecs.interval);
+            self.send_request(
+                get(&watch.container_url),
+                None,
+                ecs.interval,
+                Purpose::EcsContainer,
+            );
+            self.watch = Some(watch);
+            self.poll_ecs_task(now);
+        }
+        if let Some(p) = &ecs.protect {
+            let mut protection = Protection::new(&p.agent_uri, p.interval, p.minutes);
+            protection.next_poll = Some(now);
+            self.protection = Some(protection);
+        }
+    }
+
+    fn poll_ecs_task(&mut self, now: Instant) {
+        let Some(watch) = &mut self.watch else {
+            return;
+        };
+        watch.in_flight = true;
+        watch.next_poll = Some(now + watch.interval);
+        let (target, timeout) = (get(&watch.task_url), watch.interval);
+        self.send_request(target, None, timeout, Purpose::EcsTask);
+    }
+
+    fn on_ecs_task(&mut self, result: Result<Response, Failure>) {
+        let Some(watch) = &mut self.watch else {
+            return;
+        };
+        if watch.on_task(result) && self.phase == Phase::Running {
+            info!("ECS says this task is stopping (DesiredStatus STOPPED): draining before the platform's signal");
+            self.absorb_platform_stop = true;
+            self.begin_stop(Trigger::Ecs, Instant::now());
+        }
+    }
+
+    fn poll_for_protection(&mut self, now: Instant) {
+        let (Some(protection), Some(url)) = (&mut self.protection, &self.config.drain_url) else {
+            return;
+        };
+        protection.poll_in_flight = true;
+        protection.next_poll = Some(now + protection.interval);
+        let timeout = protection.interval;
+        self.send_request(get(url), None, timeout, Purpose::ProtectPoll);
+    }
+
+    fn on_protect_poll(&mut self, result: Result<Response, Failure>) {
+        let Some(protection) = &mut self.protection else {
+            return;
+        };
+        protection.poll_in_flight = false;
+        if let Err(failure) = &result {
+            // No answer is neither busy nor idle: leave protection as it is
+            // (an unrenewed protection simply expires).
+            return protection.complain(
+                &format!("drain_{}", failure.kind()),
+                &format!("drain endpoint: {failure}"),
+            );
+        }
+        if self.phase != Phase::Running {
+            return;
+        }
+        let busy = !drain::evaluate(&result, &self.config.drain_field).ready;
+        let now = Instant::now();
+        if let Some(enabled) = protection.wanted(busy, now) {
+            protection.put_in_flight = true;
+            let body = ecs::protection_body(enabled, protection.minutes)
+                .to_string()
+                .into_bytes();
+            let target = Target {
+                method: "PUT".into(),
+                url: protection.state_url.clone(),
+            };
+            let timeout = protection.interval;
+            self.send_request(
+                target,
+                Some(body),
+                timeout,
+                Purpose::ProtectPut {
+                    enabled,
+                    sent_at: now,
+                },
+            );
         }
     }
 
@@ -259,8 +409,15 @@ impl Supervisor<'_> {
         if !self.child_alive() {
             return;
         }
-        if self.config.stop_signals.contains(&signo) && self.stop.is_none() {
+        let is_stop_signal = self.config.stop_signals.contains(&signo);
+        if is_stop_signal && self.stop.is_none() {
             self.begin_stop(Trigger::Signal(signo), Instant::now());
+        } else if is_stop_signal && self.absorb_platform_stop {
+            info!(
+                "absorbing {}: the stop already began from ECS",
+                signal_name(signo)
+            );
+            self.absorb_platform_stop = false;
         } else {
             // Other signals, and a repeated stop signal (a second Ctrl-C
             // must still reach the app), are simply forwarded.
@@ -314,7 +471,7 @@ impl Supervisor<'_> {
             Some(target) => {
                 let timeout = self.request_timeout(now);
                 info!("stop hook: {} {}", target.method, target.url);
-                self.send_request(target, timeout, Message::StopHook);
+                self.send_request(target, None, timeout, Purpose::StopHook);
                 self.phase = Phase::Hook {
                     give_up_at: now + timeout,
                 };
@@ -356,14 +513,7 @@ impl Supervisor<'_> {
         };
         let timeout = self.request_timeout(now);
         self.drain_in_flight = true;
-        self.send_request(
-            Target {
-                method: "GET".into(),
-                url,
-            },
-            timeout,
-            Message::DrainPoll,
-        );
+        self.send_request(get(&url), None, timeout, Purpose::DrainPoll);
         if let Phase::Draining { next_poll } = &mut self.phase {
             *next_poll = Some(now + self.config.drain_interval);
         }
@@ -396,8 +546,9 @@ impl Supervisor<'_> {
     fn send_request(
         &self,
         target: Target,
+        body: Option<Vec<u8>>,
         timeout: Duration,
-        wrap: fn(Result<Response, Failure>) -> Message,
+        purpose: Purpose,
     ) {
         let outbox = self.outbox.clone();
         let waker = Arc::clone(&self.waker);
@@ -405,14 +556,16 @@ impl Supervisor<'_> {
             .name("drainit-http".into())
             .stack_size(256 * 1024)
             .spawn(move || {
-                let result = http::send(&target, None, timeout);
-                let _ = outbox.send(wrap(result));
+                let result = http::send(&target, body.as_deref(), timeout);
+                let _ = outbox.send(Message { purpose, result });
                 waker.wake();
             });
         if let Err(e) = spawned {
-            let _ = self.outbox.send(wrap(Err(Failure::Broken(format!(
+            // Reported like any failed request, so every in-flight flag clears.
+            let result = Err(Failure::Broken(format!(
                 "cannot start a request thread: {e}"
-            )))));
+            )));
+            let _ = self.outbox.send(Message { purpose, result });
             self.waker.wake();
         }
     }
@@ -435,6 +588,23 @@ impl Supervisor<'_> {
             Phase::Draining {
                 next_poll: Some(at),
             } if now >= at && !self.drain_in_flight => self.start_drain_poll(now),
+            Phase::Running => {
+                let due = |next: Option<Instant>| next.is_some_and(|at| now >= at);
+                if self
+                    .watch
+                    .as_ref()
+                    .is_some_and(|w| !w.in_flight && due(w.next_poll))
+                {
+                    self.poll_ecs_task(now);
+                }
+                if self
+                    .protection
+                    .as_ref()
+                    .is_some_and(|p| !p.poll_in_flight && due(p.next_poll))
+                {
+                    self.poll_for_protection(now);
+                }
+            }
             Phase::OrphanGrace { until, outcome } if now >= until => {
                 info!("orphan grace over; exiting");
                 self.phase = Phase::Done { outcome };
@@ -576,6 +746,13 @@ impl Supervisor<'_> {
                 io::Error::last_os_error()
             );
         }
+    }
+}
+
+fn get(url: &str) -> Target {
+    Target {
+        method: "GET".into(),
+        url: url.to_string(),
     }
 }
 

@@ -155,7 +155,7 @@ impl Launch {
         command.args(&self.args);
         // Keep the test's own DRAINIT_/TINI_ settings from leaking in.
         for (key, _) in std::env::vars() {
-            if key.starts_with("DRAINIT_") || key.starts_with("TINI_") {
+            if key.starts_with("DRAINIT_") || key.starts_with("TINI_") || key.starts_with("ECS_") {
                 command.env_remove(key);
             }
         }
@@ -316,6 +316,32 @@ impl Drop for Drainit {
             let _ = self.child.wait();
         }
     }
+}
+
+/// Runs drainit with bad `flags`/`vars` in front of a child that would
+/// leave a marker file, and asserts the usage-error contract: exit 2, one
+/// line on stderr naming `needle`, and the child never started.
+pub fn assert_usage_error(flags: &[&str], vars: &[(&str, &str)], needle: &str) {
+    let scratch = Scratch::new("usage");
+    let marker = scratch.file("started");
+    let mut launch = drainit(
+        flags
+            .iter()
+            .copied()
+            .chain(["/bin/touch", path_str(&marker)]),
+    )
+    .not_pid1();
+    for (k, v) in vars {
+        launch = launch.env(k, v);
+    }
+    let (code, stderr) = launch.run();
+    assert_eq!(code, 2, "{flags:?} {vars:?}: {stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr:?}");
+    assert!(stderr.contains(needle), "{stderr:?} should name {needle}");
+    assert!(
+        !marker.exists(),
+        "the child must not start for {flags:?} {vars:?}"
+    );
 }
 
 /// Children of `pid`, from /proc (all threads).

@@ -1,0 +1,532 @@
+//! Amazon ECS: parsing the task metadata (v4/v3) and task-protection
+//! bodies (pure functions), the state of the metadata watch that turns
+//! `DesiredStatus: STOPPED` into a stop, and the scale-in protection state
+//! machine that keeps protection on while the app is busy.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use log::{info, warn};
+use serde_json::{json, Value};
+
+use crate::http::{Failure, Response};
+
+/// What drainit needs from `${ECS_CONTAINER_METADATA_URI_V4}/task`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Task {
+    pub task_arn: String,
+    pub family: String,
+    pub revision: String,
+    pub launch_type: String,
+    pub desired_status: String,
+    /// (DockerId, Name, DesiredStatus) of each container.
+    pub containers: Vec<(String, String, String)>,
+}
+
+/// This container, from `${ECS_CONTAINER_METADATA_URI_V4}`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Container {
+    pub docker_id: String,
+    pub name: String,
+}
+
+fn text(value: &Value, key: &str) -> String {
+    value
+        .get(key)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn object(body: &[u8]) -> Result<Value, String> {
+    let value: Value = serde_json::from_slice(body).map_err(|e| format!("malformed JSON ({e})"))?;
+    if !value.is_object() {
+        return Err("expected a JSON object".into());
+    }
+    Ok(value)
+}
+
+pub fn parse_task(body: &[u8]) -> Result<Task, String> {
+    let value = object(body)?;
+    let desired_status = text(&value, "DesiredStatus");
+    if desired_status.is_empty() {
+        return Err("no DesiredStatus in the task metadata".into());
+    }
+    let containers = value
+        .get("Containers")
+        .and_then(Value::as_array)
+        .map(|all| {
+            all.iter()
+                .map(|c| {
+                    (
+                        text(c, "DockerId"),
+                        text(c, "Name"),
+                        text(c, "DesiredStatus"),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(Task {
+        task_arn: text(&value, "TaskARN"),
+        family: text(&value, "Family"),
+        revision: text(&value, "Revision"),
+        launch_type: text(&value, "LaunchType"),
+        desired_status,
+        containers,
+    })
+}
+
+pub fn parse_container(body: &[u8]) -> Result<Container, String> {
+    let value = object(body)?;
+    let container = Container {
+        docker_id: text(&value, "DockerId"),
+        name: text(&value, "Name"),
+    };
+    if container.docker_id.is_empty() && container.name.is_empty() {
+        return Err("no DockerId or Name in the container metadata".into());
+    }
+    Ok(container)
+}
+
+/// True when the task, or this container, is meant to stop.
+pub fn is_stopping(task: &Task, me: Option<&Container>) -> bool {
+    if task.desired_status == "STOPPED" {
+        return true;
+    }
+    let Some(me) = me else {
+        return false;
+    };
+    task.containers.iter().any(|(id, name, desired)| {
+        let mine = if me.docker_id.is_empty() {
+            *name == me.name
+        } else {
+            *id == me.docker_id
+        };
+        mine && desired == "STOPPED"
+    })
+}
+
+/// What the agent said to a task-protection PUT.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProtectionAnswer {
+    /// `{"protection":{...}}`: applied; the expiration date if any.
+    Applied { expiration: Option<String> },
+    /// `{"failure":{"Reason":...}}`
+    Failure { reason: String },
+    /// `{"error":{"Code":...,"Message":...}}`
+    Error { code: String, message: String },
+    /// Anything else (429 text/plain from the rate limiter, garbage...).
+    Unexpected(String),
+}
+
+pub fn parse_protection_answer(status: u16, body: &[u8]) -> ProtectionAnswer {
+    let Ok(value) = serde_json::from_slice::<Value>(body) else {
+        let snippet: String = String::from_utf8_lossy(body).chars().take(120).collect();
+        return ProtectionAnswer::Unexpected(format!("HTTP {status}: {}", snippet.trim()));
+    };
+    if let Some(p) = value.get("protection").filter(|p| p.is_object()) {
+        return ProtectionAnswer::Applied {
+            expiration: p
+                .get("ExpirationDate")
+                .and_then(Value::as_str)
+                .map(String::from),
+        };
+    }
+    if let Some(f) = value.get("failure").filter(|f| f.is_object()) {
+        return ProtectionAnswer::Failure {
+            reason: text(f, "Reason"),
+        };
+    }
+    if let Some(e) = value.get("error").filter(|e| e.is_object()) {
+        return ProtectionAnswer::Error {
+            code: text(e, "Code"),
+            message: text(e, "Message"),
+        };
+    }
+    ProtectionAnswer::Unexpected(format!("HTTP {status}: {value}"))
+}
+
+/// The PUT body for a protection state.
+pub fn protection_body(enabled: bool, minutes: u32) -> Value {
+    if enabled {
+        json!({"ProtectionEnabled": true, "ExpiresInMinutes": minutes})
+    } else {
+        json!({"ProtectionEnabled": false})
+    }
+}
+
+/// Logs each kind of endpoint failure once.
+#[derive(Debug, Default)]
+pub struct Complaints {
+    logged: BTreeSet<String>,
+}
+
+impl Complaints {
+    pub fn once(&mut self, kind: &str, what: &str, message: &str) {
+        if self.logged.insert(kind.to_string()) {
+            warn!("{what}: {message} (logged once per kind; polling goes on)");
+        }
+    }
+}
+
+/// The metadata watch: when to poll, and what the answers mean.
+#[derive(Debug)]
+pub struct Watch {
+    pub task_url: String,
+    pub container_url: String,
+    pub interval: Duration,
+    pub next_poll: Option<Instant>,
+    pub in_flight: bool,
+    pub me: Option<Container>,
+    pub task: Option<Task>,
+    complaints: Complaints,
+}
+
+impl Watch {
+    pub fn new(base: &str, interval: Duration) -> Watch {
+        let base = base.trim_end_matches('/');
+        Watch {
+            task_url: format!("{base}/task"),
+            container_url: base.to_string(),
+            interval,
+            next_poll: None,
+            in_flight: false,
+            me: None,
+            task: None,
+            complaints: Complaints::default(),
+        }
+    }
+
+    pub fn on_container(&mut self, result: Result<Response, Failure>) {
+        match result.map_err(|f| (f.kind(), f.to_string())).and_then(|r| {
+            if r.status != 200 {
+                return Err((
+                    format!("container_status_{}", r.status),
+                    format!("HTTP {}", r.status),
+                ));
+            }
+            parse_container(&r.body).map_err(|e| ("container_malformed".to_string(), e))
+        }) {
+            Ok(me) => self.me = Some(me),
+            Err((kind, message)) => self
+                .complaints
+                .once(&kind, "ECS container metadata", &message),
+        }
+    }
+
+    /// Records a task answer; true when the task (or this container) is
+    /// meant to stop.
+    pub fn on_task(&mut self, result: Result<Response, Failure>) -> bool {
+        self.in_flight = false;
+        let parsed = result.map_err(|f| (f.kind(), f.to_string())).and_then(|r| {
+            if r.status != 200 {
+                return Err((format!("status_{}", r.status), format!("HTTP {}", r.status)));
+            }
+            parse_task(&r.body).map_err(|e| ("malformed".to_string(), e))
+        });
+        match parsed {
+            Ok(task) => {
+                if self.task.is_none() {
+                    info!(
+                        "ECS task {} (family {}, revision {}, launch type {})",
+                        task.task_arn, task.family, task.revision, task.launch_type
+                    );
+                }
+                let stopping = is_stopping(&task, self.me.as_ref());
+                self.task = Some(task);
+                stopping
+            }
+            Err((kind, message)) => {
+                self.complaints.once(&kind, "ECS task metadata", &message);
+                false
+            }
+        }
+    }
+}
+
+/// Task scale-in protection: on while the app is busy, renewed before it
+/// expires, off when the app goes idle. Only changes and renewals are sent.
+#[derive(Debug)]
+pub struct Protection {
+    pub state_url: String,
+    pub interval: Duration,
+    pub minutes: u32,
+    pub next_poll: Option<Instant>,
+    pub poll_in_flight: bool,
+    pub put_in_flight: bool,
+    /// What the agent last accepted; off until told otherwise (a new task
+    /// starts unprotected).
+    on: bool,
+    /// When an accepted "on" must be renewed.
+    renew_at: Option<Instant>,
+    complaints: Complaints,
+}
+
+impl Protection {
+    pub fn new(agent_uri: &str, interval: Duration, minutes: u32) -> Protection {
+        Protection {
+            state_url: format!(
+                "{}/task-protection/v1/state",
+                agent_uri.trim_end_matches('/')
+            ),
+            interval,
+            minutes,
+            next_poll: None,
+            poll_in_flight: false,
+            put_in_flight: false,
+            on: false,
+            renew_at: None,
+            complaints: Complaints::default(),
+        }
+    }
+
+    /// Renew at half the protection's life, and at least two polls before
+    /// it ends.
+    fn renewal_after(&self) -> Duration {
+        let life = Duration::from_secs(u64::from(self.minutes) * 60);
+        (life / 2)
+            .min(life.saturating_sub(self.interval * 2))
+            .max(Duration::from_secs(1))
+    }
+
+    /// Given whether the app is busy, the state to send now, if any.
+    pub fn wanted(&self, busy: bool, now: Instant) -> Option<bool> {
+        if self.put_in_flight {
+            return None;
+        }
+        match (busy, self.on) {
+            (true, false) => Some(true),
+            (true, true) if self.renew_at.is_some_and(|at| now >= at) => Some(true),
+            (false, true) => Some(false),
+            _ => None,
+        }
+    }
+
+    pub fn complain(&mut self, kind: &str, message: &str) {
+        self.complaints.once(kind, "task protection", message);
+    }
+
+    /// Records the agent's answer to a PUT of `enabled`.
+    pub fn on_put(&mut self, enabled: bool, result: Result<Response, Failure>, sent_at: Instant) {
+        self.put_in_flight = false;
+        let response = match result {
+            Ok(response) => response,
+            Err(failure) => {
+                return self.complain(&format!("put_{}", failure.kind()), &failure.to_string())
+            }
+        };
+        match parse_protection_answer(response.status, &response.body) {
+            ProtectionAnswer::Applied { expiration } if (200..300).contains(&response.status) => {
+                if enabled {
+                    info!(
+                        "task scale-in protection on for {} min (expires {})",
+                        self.minutes,
+                        expiration.as_deref().unwrap_or("?")
+                    );
+                    self.renew_at = Some(sent_at + self.renewal_after());
+                } else {
+                    info!("task scale-in protection off: the app is idle");
+                    self.renew_at = None;
+                }
+                self.on = enabled;
+            }
+            ProtectionAnswer::Failure { reason } => self.complain(
+                &format!("failure_{reason}"),
+                &format!("agent refused: Reason {reason}"),
+            ),
+            ProtectionAnswer::Error { code, message } => self.complain(
+                &format!("error_{code}"),
+                &format!("agent error {code}: {message}"),
+            ),
+            ProtectionAnswer::Applied { .. } => self.complain(
+                &format!("status_{}", response.status),
+                &format!("HTTP {}", response.status),
+            ),
+            ProtectionAnswer::Unexpected(what) => {
+                self.complain(&format!("unexpected_{}", response.status), &what)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TASK: &str = include_str!("../tests/fixtures/ecs/task-v4.json");
+    const CONTAINER: &str = include_str!("../tests/fixtures/ecs/container-v4.json");
+
+    #[test]
+    fn parses_the_documented_task() {
+        let task = parse_task(TASK.as_bytes()).unwrap();
+        assert_eq!(
+            task.task_arn,
+            "arn:aws:ecs:us-west-2:111122223333:task/default/158d1c8083dd49d6b527399fd6414f5c"
+        );
+        assert_eq!(task.family, "curltest");
+        assert_eq!(task.revision, "26");
+        assert_eq!(task.launch_type, "EC2");
+        assert_eq!(task.desired_status, "RUNNING");
+        assert_eq!(task.containers.len(), 2);
+        assert_eq!(task.containers[1].1, "curl");
+        assert!(!is_stopping(&task, None));
+    }
+
+    #[test]
+    fn parses_the_documented_container() {
+        let me = parse_container(CONTAINER.as_bytes()).unwrap();
+        assert_eq!(me.name, "curl");
+        assert!(me.docker_id.starts_with("ea32192c"));
+    }
+
+    #[test]
+    fn stopping_by_task_or_by_this_container() {
+        let stopped = TASK.replacen(
+            "\"DesiredStatus\": \"RUNNING\"",
+            "\"DesiredStatus\": \"STOPPED\"",
+            1,
+        );
+        assert!(is_stopping(&parse_task(stopped.as_bytes()).unwrap(), None));
+        // Only the curl container (the last RUNNING) is meant to stop.
+        let idx = TASK.rfind("\"DesiredStatus\": \"RUNNING\"").unwrap();
+        let mut mine = TASK.to_string();
+        mine.replace_range(
+            idx..idx + "\"DesiredStatus\": \"RUNNING\"".len(),
+            "\"DesiredStatus\": \"STOPPED\"",
+        );
+        let task = parse_task(mine.as_bytes()).unwrap();
+        assert_eq!(task.desired_status, "RUNNING");
+        let me = Container {
+            docker_id: "ee08638adaaf009d78c248913f629e38299471d45fe7dc944d1039077e3424ca".into(),
+            name: "curl".into(),
+        };
+        assert!(is_stopping(&task, Some(&me)));
+        let other = Container {
+            docker_id: "598cba581fe3f939459eaba1e071d5c93bb2c49b7d1ba7db6bb19deeb70d8e38".into(),
+            name: "~internal~ecs~pause".into(),
+        };
+        assert!(!is_stopping(&task, Some(&other)));
+        let by_name = Container {
+            docker_id: String::new(),
+            name: "curl".into(),
+        };
+        assert!(is_stopping(&task, Some(&by_name)));
+    }
+
+    #[test]
+    fn garbage_metadata_is_an_error() {
+        for body in [
+            "",
+            "{",
+            "[]",
+            "null",
+            "\"Not Found\"",
+            "{}",
+            "{\"DesiredStatus\": 5}",
+            "<html>",
+        ] {
+            assert!(parse_task(body.as_bytes()).is_err(), "{body:?}");
+        }
+        for body in ["", "{}", "[1]", "\"error\""] {
+            assert!(parse_container(body.as_bytes()).is_err(), "{body:?}");
+        }
+    }
+
+    #[test]
+    fn protection_answers() {
+        let ok = include_str!("../tests/fixtures/ecs/task-protection-ok.json");
+        assert_eq!(
+            parse_protection_answer(200, ok.as_bytes()),
+            ProtectionAnswer::Applied {
+                expiration: Some("2022-10-06T02:29:16Z".into())
+            }
+        );
+        let failure = include_str!("../tests/fixtures/ecs/task-protection-failure.json");
+        assert_eq!(
+            parse_protection_answer(200, failure.as_bytes()),
+            ProtectionAnswer::Failure {
+                reason: "TASK_NOT_VALID".into()
+            }
+        );
+        let denied = include_str!("../tests/fixtures/ecs/task-protection-access-denied.json");
+        assert!(
+            matches!(parse_protection_answer(400, denied.as_bytes()), ProtectionAnswer::Error { code, .. } if code == "AccessDeniedException")
+        );
+        let timeout = include_str!("../tests/fixtures/ecs/task-protection-timeout.json");
+        assert!(
+            matches!(parse_protection_answer(500, timeout.as_bytes()), ProtectionAnswer::Error { code, .. } if code == "RequestCanceled")
+        );
+        assert!(matches!(
+            parse_protection_answer(429, b"Too Many Requests"),
+            ProtectionAnswer::Unexpected(_)
+        ));
+        assert!(matches!(
+            parse_protection_answer(500, b"\"internal error\""),
+            ProtectionAnswer::Unexpected(_)
+        ));
+        assert!(matches!(
+            parse_protection_answer(200, b"{}"),
+            ProtectionAnswer::Unexpected(_)
+        ));
+    }
+
+    #[test]
+    fn protection_state_machine() {
+        let t0 = Instant::now();
+        let mut p = Protection::new("http://127.0.0.1:1/api/x/", Duration::from_secs(10), 60);
+        assert_eq!(
+            p.state_url,
+            "http://127.0.0.1:1/api/x/task-protection/v1/state"
+        );
+        assert_eq!(p.wanted(false, t0), None, "idle and off: nothing to send");
+        assert_eq!(p.wanted(true, t0), Some(true));
+        let ok = Response {
+            status: 200,
+            content_type: Some("application/json".into()),
+            body: br#"{"protection":{"ProtectionEnabled":true}}"#.to_vec(),
+        };
+        p.on_put(true, Ok(ok.clone()), t0);
+        assert!(p.on);
+        assert_eq!(
+            p.wanted(true, t0 + Duration::from_secs(60)),
+            None,
+            "busy and on: not re-sent"
+        );
+        assert_eq!(
+            p.wanted(true, t0 + Duration::from_secs(30 * 60)),
+            Some(true),
+            "renewed at half-life"
+        );
+        assert_eq!(p.wanted(false, t0 + Duration::from_secs(61)), Some(false));
+        p.on_put(false, Ok(ok), t0);
+        assert!(!p.on);
+        assert_eq!(p.wanted(false, t0), None);
+        // A refused PUT changes nothing, so it is retried.
+        let refused = Response {
+            status: 200,
+            content_type: None,
+            body: br#"{"failure":{"Reason":"TASK_NOT_VALID"}}"#.to_vec(),
+        };
+        p.on_put(true, Ok(refused), t0);
+        assert!(!p.on);
+        assert_eq!(p.wanted(true, t0), Some(true));
+        // One-minute protection polled every 10 s renews at 30 s.
+        let short = Protection::new("http://x", Duration::from_secs(10), 1);
+        assert_eq!(short.renewal_after(), Duration::from_secs(30));
+        let tight = Protection::new("http://x", Duration::from_secs(25), 1);
+        assert_eq!(tight.renewal_after(), Duration::from_secs(10));
+    }
+
+    #[test]
+    fn protection_bodies() {
+        assert_eq!(
+            protection_body(true, 60).to_string(),
+            r#"{"ExpiresInMinutes":60,"ProtectionEnabled":true}"#
+        );
+        assert_eq!(
+            protection_body(false, 60).to_string(),
+            r#"{"ProtectionEnabled":false}"#
+        );
+    }
+}
