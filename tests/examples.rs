@@ -8,12 +8,17 @@ use serde_json::Value;
 use support::*;
 
 fn seconds(text: &str) -> u64 {
-    text.trim_end_matches('s').parse().unwrap_or_else(|_| panic!("seconds in {text:?}"))
+    text.trim_end_matches('s')
+        .parse()
+        .unwrap_or_else(|_| panic!("seconds in {text:?}"))
 }
 
 /// The value after `--grace` in an argument list.
 fn grace_of(args: &[String]) -> u64 {
-    let i = args.iter().position(|a| a == "--grace").expect("--grace is set");
+    let i = args
+        .iter()
+        .position(|a| a == "--grace")
+        .expect("--grace is set");
     seconds(&args[i + 1])
 }
 
@@ -24,9 +29,17 @@ fn flags_are_accepted(entrypoint: &[String], vars: &[(&str, &str)]) {
     let scratch = Scratch::new("example-flags");
     let flags: Vec<String> = entrypoint[1..]
         .iter()
-        .map(|a| a.replace("/dev/termination-log", path_str(&scratch.file("report"))).replace("/tmp/drainit-report.json", path_str(&scratch.file("report"))))
+        .map(|a| {
+            a.replace("/dev/termination-log", path_str(&scratch.file("report")))
+                .replace(
+                    "/tmp/drainit-report.json",
+                    path_str(&scratch.file("report")),
+                )
+        })
         .collect();
-    let mut launch = drainit(flags).with_args(vec!["/bin/true".into()]).not_pid1();
+    let mut launch = drainit(flags)
+        .with_args(vec!["/bin/true".into()])
+        .not_pid1();
     for (k, v) in vars {
         launch = launch.env(k, v);
     }
@@ -42,12 +55,23 @@ fn ecs_task_definition() {
     let entrypoint: Vec<String> = serde_json::from_value(container["entryPoint"].clone()).unwrap();
     let stop_timeout = container["stopTimeout"].as_u64().unwrap();
     assert!(stop_timeout <= 120, "Fargate allows at most 120 s");
-    assert!(grace_of(&entrypoint) < stop_timeout, "--grace must end before stopTimeout");
-    flags_are_accepted(&entrypoint, &[("ECS_AGENT_URI", "http://127.0.0.1:1/api/x")]);
+    assert!(
+        grace_of(&entrypoint) < stop_timeout,
+        "--grace must end before stopTimeout"
+    );
+    flags_are_accepted(
+        &entrypoint,
+        &[("ECS_AGENT_URI", "http://127.0.0.1:1/api/x")],
+    );
 
-    let policy: Value = serde_json::from_str(&std::fs::read_to_string("examples/ecs/task-role-policy.json").unwrap()).unwrap();
+    let policy: Value = serde_json::from_str(
+        &std::fs::read_to_string("examples/ecs/task-role-policy.json").unwrap(),
+    )
+    .unwrap();
     let actions = policy["Statement"][0]["Action"].to_string();
-    assert!(actions.contains("ecs:GetTaskProtection") && actions.contains("ecs:UpdateTaskProtection"));
+    assert!(
+        actions.contains("ecs:GetTaskProtection") && actions.contains("ecs:UpdateTaskProtection")
+    );
 }
 
 #[test]
@@ -63,7 +87,10 @@ fn kubernetes_deployment() {
     let period: u64 = field("terminationGracePeriodSeconds:").parse().unwrap();
     // The command is a YAML flow sequence written as a JSON array.
     let command: Vec<String> = serde_json::from_str(&field("command:")).unwrap();
-    assert!(grace_of(&command) < period, "--grace must end before terminationGracePeriodSeconds");
+    assert!(
+        grace_of(&command) < period,
+        "--grace must end before terminationGracePeriodSeconds"
+    );
     assert!(command.contains(&"/dev/termination-log".to_string()));
     flags_are_accepted(&command, &[]);
 }

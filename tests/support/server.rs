@@ -148,7 +148,10 @@ fn serve(mut stream: TcpStream, handler: &Handler, seen: &Mutex<Vec<Seen>>) {
             std::thread::sleep(Duration::from_secs(600));
         }
         Reply::Dribble(every) => {
-            let _ = write!(stream, "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100000\r\n\r\n");
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n"
+            );
             loop {
                 if stream.write_all(b" ").is_err() {
                     return;
