@@ -2,27 +2,16 @@
 //! logging and the process, run the supervisor, and map its one `Outcome`
 //! to the exit code. This is the only place drainit's exit status is decided.
 
-mod cli;
-mod config;
-mod drain;
-mod ecs;
-mod exit;
-mod http;
-mod logging;
-mod reaper;
-mod signals;
-mod spawn;
-mod supervisor;
-
 use std::process::ExitCode;
 
 use clap::error::ErrorKind;
 use clap::Parser;
 use log::{debug, warn};
 
-use cli::RawArgs;
-use config::{Config, Request};
-use exit::{ExitPolicy, Outcome, RunSummary, SpawnFailure};
+use drainit::cli::RawArgs;
+use drainit::config::{Config, Request};
+use drainit::exit::{self, ExitPolicy, Outcome, RunSummary, SpawnFailure};
+use drainit::{logging, signals, supervisor};
 
 /// Runs before `main`, while the process still has one thread: captures the
 /// signal mask and dispositions drainit inherited and blocks every signal it

@@ -91,10 +91,13 @@ pub fn parse_signal(text: &str) -> Result<i32, String> {
         return Err("empty signal name".into());
     }
     if trimmed.bytes().all(|b| b.is_ascii_digit()) {
+        // Between 31 and SIGRTMIN the C library keeps signals for its own
+        // threads; nothing can send or receive them through drainit.
         return match trimmed.parse::<i32>() {
-            Ok(n) if (1..=rtmax()).contains(&n) => Ok(n),
+            Ok(n) if (1..=31).contains(&n) || (rtmin()..=rtmax()).contains(&n) => Ok(n),
             _ => Err(format!(
-                "signal number '{trimmed}' is out of range 1-{}",
+                "signal number '{trimmed}' is not 1-31 or {}-{}",
+                rtmin(),
                 rtmax()
             )),
         };
@@ -139,7 +142,8 @@ pub fn signal_name(signo: i32) -> String {
             k => format!("SIGRTMIN+{k}"),
         };
     }
-    format!("signal {signo}")
+    // Unnamed (the C library's reserved ones): the number, which parses back.
+    signo.to_string()
 }
 
 /// True for a signal drainit can receive and forward: catchable, not a fault
@@ -339,6 +343,8 @@ mod tests {
             "",
             " ",
             "0",
+            "32",
+            "33",
             "-15",
             "65",
             "99999999999999",

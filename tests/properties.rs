@@ -1,0 +1,205 @@
+//! Property tests over the parsers that see untrusted text (the short,
+//! always-on counterpart of the cargo-fuzz targets in `fuzz/`): durations,
+//! signals, URLs, drain bodies, ECS metadata and protection answers get
+//! random bytes, random words from their own alphabet and mutations of the
+//! documented examples. None may panic, and each result keeps its invariants.
+
+use drainit::config::parse_duration;
+use drainit::drain::{evaluate, is_json};
+use drainit::ecs::{parse_container, parse_protection_answer, parse_task};
+use drainit::http::{parse_url, Failure, Response};
+use drainit::signals::{parse_signal, signal_name};
+
+const ROUNDS: usize = 30_000;
+
+/// xorshift64*: deterministic, so a failure names a reproducible seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    fn bytes(&mut self, max: usize) -> Vec<u8> {
+        let len = self.below(max + 1);
+        (0..len).map(|_| self.next() as u8).collect()
+    }
+
+    /// A word over `alphabet`, up to `max` characters.
+    fn word(&mut self, alphabet: &str, max: usize) -> String {
+        let chars: Vec<char> = alphabet.chars().collect();
+        let len = self.below(max + 1);
+        (0..len).map(|_| chars[self.below(chars.len())]).collect()
+    }
+
+    /// `seed` with a few bytes flipped, inserted or removed.
+    fn mutate(&mut self, seed: &[u8]) -> Vec<u8> {
+        let mut out = seed.to_vec();
+        for _ in 0..1 + self.below(8) {
+            let at = if out.is_empty() {
+                0
+            } else {
+                self.below(out.len())
+            };
+            match self.below(3) {
+                0 if !out.is_empty() => out[at] = self.next() as u8,
+                1 => out.insert(at, self.next() as u8),
+                _ if !out.is_empty() => {
+                    out.remove(at);
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+}
+
+#[test]
+fn durations() {
+    let mut rng = Rng(0x5eed_0001);
+    for _ in 0..ROUNDS {
+        let text = rng.word("0123456789.msh -+e", 12);
+        if let Ok(d) = parse_duration(&text) {
+            assert!(d.as_secs() <= 365 * 24 * 3600, "{text:?} -> {d:?}");
+        }
+        let raw = String::from_utf8_lossy(&rng.bytes(16)).into_owned();
+        let _ = parse_duration(&raw);
+        // Every well-formed duration parses to exactly its value.
+        let n = rng.below(100_000) as u128;
+        let (text, ms) = match rng.below(4) {
+            0 => (format!("{n}ms"), n),
+            1 => (format!("{n}s"), n * 1000),
+            2 => (format!("{n}m"), n * 60_000),
+            _ => (format!("{n}"), n * 1000),
+        };
+        assert_eq!(
+            parse_duration(&text).map(|d| d.as_millis()),
+            Ok(ms),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn signals() {
+    let mut rng = Rng(0x5eed_0002);
+    for _ in 0..ROUNDS {
+        let text = rng.word("SIGsigTERMINTRTMAX+-0123456789 ", 10);
+        if let Ok(n) = parse_signal(&text) {
+            assert!((1..=libc::SIGRTMAX()).contains(&n), "{text:?} -> {n}");
+            assert_eq!(parse_signal(&signal_name(n)), Ok(n), "{text:?}");
+        }
+        let _ = parse_signal(&String::from_utf8_lossy(&rng.bytes(12)));
+    }
+}
+
+#[test]
+fn urls() {
+    let mut rng = Rng(0x5eed_0003);
+    for _ in 0..ROUNDS {
+        let text = format!(
+            "{}{}",
+            ["http://", "HTTP://", "https://", "", "http:/"][rng.below(5)],
+            rng.word("ab.1:[]/?#@%0 ", 24)
+        );
+        if let Ok(url) = parse_url(&text) {
+            assert!(
+                !url.host.is_empty() && url.port > 0 && url.path.starts_with('/'),
+                "{text:?} -> {url:?}"
+            );
+            assert!(text.to_ascii_lowercase().starts_with("http://"), "{text:?}");
+        }
+        let _ = parse_url(&String::from_utf8_lossy(&rng.bytes(40)));
+    }
+}
+
+#[test]
+fn drain_bodies() {
+    let mut rng = Rng(0x5eed_0004);
+    let seeds: [&[u8]; 4] = [
+        br#"{"readyForTermination":true,"activeExecutions":0}"#,
+        br#"{"readyForTermination":false,"activeExecutions":3,"nested":{"a":[1,2,{"b":true}]}}"#,
+        b"OK",
+        b"[true, false, null, 1.5e3, \"x\"]",
+    ];
+    let content_types = [
+        Some("application/json"),
+        Some("application/problem+json"),
+        Some("text/plain"),
+        None,
+        Some("application/json; charset=utf-8"),
+    ];
+    let pointers = ["/readyForTermination", "/nested/a/2/b", "/0", "/", "/a~1b"];
+    for _ in 0..ROUNDS {
+        let seed = seeds[rng.below(seeds.len())];
+        let body = if rng.below(2) == 0 {
+            rng.mutate(seed)
+        } else {
+            rng.bytes(64)
+        };
+        let content_type = content_types[rng.below(content_types.len())];
+        let status = [200, 204, 299, 302, 404, 429, 500, 503][rng.below(8)];
+        let pointer = pointers[rng.below(pointers.len())];
+        let response = Response {
+            status,
+            content_type: content_type.map(String::from),
+            body: body.clone(),
+        };
+        let reading = evaluate(&Ok(response), pointer);
+        if reading.ready {
+            let json: Option<serde_json::Value> = serde_json::from_slice(&body).ok();
+            let by_json = is_json(content_type)
+                && json.as_ref().and_then(|v| v.pointer(pointer))
+                    == Some(&serde_json::Value::Bool(true));
+            let by_status = !is_json(content_type) && (200..300).contains(&status);
+            assert!(
+                by_json || by_status,
+                "ready without reason: {status} {content_type:?} {body:?} at {pointer}"
+            );
+        } else {
+            assert!(reading.problem.is_some() || !reading.ready);
+        }
+    }
+    for failure in [
+        Failure::Refused,
+        Failure::Timeout,
+        Failure::TooLarge,
+        Failure::Redirect(301),
+        Failure::Broken(String::new()),
+    ] {
+        assert!(!evaluate(&Err(failure), "/readyForTermination").ready);
+    }
+}
+
+#[test]
+fn ecs_bodies() {
+    let mut rng = Rng(0x5eed_0005);
+    let seeds: [&[u8]; 6] = [
+        include_bytes!("fixtures/ecs/task-v4.json"),
+        include_bytes!("fixtures/ecs/container-v4.json"),
+        include_bytes!("fixtures/ecs/task-protection-ok.json"),
+        include_bytes!("fixtures/ecs/task-protection-failure.json"),
+        include_bytes!("fixtures/ecs/task-protection-access-denied.json"),
+        include_bytes!("fixtures/ecs/task-protection-timeout.json"),
+    ];
+    for _ in 0..ROUNDS / 3 {
+        let seed = seeds[rng.below(seeds.len())];
+        let body = if rng.below(3) == 0 {
+            rng.bytes(128)
+        } else {
+            rng.mutate(seed)
+        };
+        if let Ok(task) = parse_task(&body) {
+            assert!(!task.desired_status.is_empty());
+        }
+        let _ = parse_container(&body);
+        let _ = parse_protection_answer([200, 400, 429, 500][rng.below(4)], &body);
+    }
+}
