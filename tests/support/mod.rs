@@ -318,6 +318,29 @@ impl Drop for Drainit {
     }
 }
 
+/// The helper child `examples/stress.rs`, built once per test run into its
+/// own target dir (the outer `cargo test` owns the default one, and
+/// `cargo test --test X` does not build examples).
+pub fn stress_helper() -> String {
+    static BUILT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+            let target_dir = root.join("target").join("helpers");
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let status = Command::new(cargo)
+                .current_dir(root)
+                .args(["build", "--release", "--example", "stress", "--target-dir"])
+                .arg(&target_dir)
+                .status()
+                .expect("run cargo");
+            assert!(status.success(), "building examples/stress.rs failed");
+            let path = target_dir.join("release").join("examples").join("stress");
+            path.to_str().expect("utf-8 path").to_string()
+        })
+        .clone()
+}
+
 /// Runs drainit with bad `flags`/`vars` in front of a child that would
 /// leave a marker file, and asserts the usage-error contract: exit 2, one
 /// line on stderr naming `needle`, and the child never started.

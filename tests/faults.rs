@@ -1,0 +1,359 @@
+//! The fault suite: tries to break drainit and checks nothing is lost.
+//! Orphan and signal storms during a drain, the child exiting at every stage
+//! of the stop timeline, and endpoint chaos with bounded memory. drainit is
+//! PID 1 of its own namespace throughout.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::server::{json, refusing_url, Reply, Server};
+use support::*;
+
+fn stress() -> String {
+    stress_helper()
+}
+
+fn report(scratch: &Scratch) -> Value {
+    let text = scratch.read("report.json");
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("report {text:?}: {e}"))
+}
+
+fn with_report(scratch: &Scratch, flags: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = flags.iter().map(|s| s.to_string()).collect();
+    args.extend([
+        "--exit-report".into(),
+        path_str(&scratch.file("report.json")).into(),
+    ]);
+    args
+}
+
+#[test]
+fn an_orphan_storm_of_10000_during_a_drain_leaves_no_zombie_and_keeps_the_deadline() {
+    let scratch = Scratch::new("storm-drain");
+    let never = Server::start(|_, _| json(503, "{\"readyForTermination\":false}"));
+    let url = never.url("/drain");
+    // On TERM the app makes 10,000 zombie orphans; the helper itself waits
+    // until its /proc shows no zombie, then writes its timings.
+    let child = format!(
+        "trap '\"{}\" orphans 10000 > \"$D/storm\"' TERM; touch \"$D/ready\"; while :; do sleep 0.05; done",
+        stress()
+    );
+    let mut d = drainit(with_report(
+        &scratch,
+        &[
+            "--drain-url",
+            &url,
+            "--drain-interval",
+            "100ms",
+            "--grace",
+            "20s",
+        ],
+    ))
+    .with_args(sh(&scratch, &child))
+    .start();
+    scratch.wait_file("ready");
+    d.signal(libc::SIGTERM);
+    let storm = wait_for("the storm to be reaped", Duration::from_secs(60), || {
+        let text = scratch.read("storm");
+        (!text.trim().is_empty()).then_some(text)
+    });
+    assert!(
+        zombie_children(d.pid()).is_empty(),
+        "zombies left after the storm"
+    );
+    assert_eq!(d.wait_code(), 124);
+    let r = report(&scratch);
+    assert_eq!(r["outcome"], "deadline");
+    assert!(ms(&r["orphans_reaped"]) >= 10_000, "{r}");
+    let to_exit = ms(&r["stop_to_exit_ms"]);
+    assert!(
+        (20_000..21_000).contains(&to_exit),
+        "deadline kept: stop_to_exit_ms {to_exit}"
+    );
+    eprintln!("orphan storm (burst_ms reap_ms): {}", storm.trim());
+}
+
+fn ms(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// Sends tens of thousands of mixed signals to drainit, then QUIT, which
+/// the child must receive (standard signals coalesce; the last one counts).
+fn signal_storm(d: &Drainit, scratch: &Scratch) -> Duration {
+    let mixed = [
+        libc::SIGUSR1,
+        libc::SIGUSR2,
+        libc::SIGHUP,
+        libc::SIGWINCH,
+        libc::SIGALRM,
+        libc::SIGRTMIN() + 1,
+        libc::SIGCONT,
+    ];
+    let start = Instant::now();
+    for i in 0..30_000 {
+        // SAFETY: kill has no memory effects.
+        let rc = unsafe { libc::kill(d.pid(), mixed[i % mixed.len()]) };
+        // EAGAIN: the real-time queue is full for a moment; fine.
+        assert!(rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EAGAIN));
+    }
+    let sent = start.elapsed();
+    d.signal(libc::SIGQUIT);
+    let quit = format!("{} ", libc::SIGQUIT);
+    wait_for(
+        "the child to receive the final QUIT",
+        Duration::from_secs(60),
+        || {
+            scratch
+                .read("signals")
+                .lines()
+                .any(|l| l.starts_with(&quit))
+                .then_some(())
+        },
+    );
+    sent
+}
+
+#[test]
+fn a_signal_storm_while_running_keeps_drainit_responsive() {
+    let scratch = Scratch::new("sigstorm-run");
+    let child = format!("exec \"{}\" sigrecv > \"$D/signals\"", stress());
+    let mut d = drainit(sh(&scratch, &child)).start();
+    wait_for("the receiver", PATIENCE, || {
+        scratch.read("signals").starts_with("ready").then_some(())
+    });
+    let sent = signal_storm(&d, &scratch);
+    let received = scratch.read("signals").lines().count() - 1;
+    assert!(received >= 7, "the child received {received} signals");
+    // Still responsive: TERM goes through and the child's status comes back.
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_code(), 0);
+    eprintln!("signal storm: 30000 sent in {sent:?}, {received} received after coalescing");
+}
+
+#[test]
+fn a_signal_storm_during_a_drain_keeps_the_deadline() {
+    let scratch = Scratch::new("sigstorm-drain");
+    let child = format!("exec \"{}\" sigrecv > \"$D/signals\"", stress());
+    // INT begins the stop; the receiver only exits on TERM, so the deadline ends it.
+    let flags = [
+        "--stop-signals",
+        "INT",
+        "--drain-url",
+        &refusing_url(),
+        "--drain-interval",
+        "50ms",
+        "--grace",
+        "8s",
+    ];
+    let mut d = drainit(with_report(&scratch, &flags))
+        .with_args(sh(&scratch, &child))
+        .start();
+    wait_for("the receiver", PATIENCE, || {
+        scratch.read("signals").starts_with("ready").then_some(())
+    });
+    d.signal(libc::SIGINT);
+    signal_storm(&d, &scratch);
+    assert_eq!(d.wait_code(), 124);
+    let r = report(&scratch);
+    assert_eq!(r["stop_signal"], "SIGINT");
+    let to_exit = ms(&r["stop_to_exit_ms"]);
+    assert!(
+        (8_000..9_000).contains(&to_exit),
+        "stop_to_exit_ms {to_exit}"
+    );
+}
+
+#[test]
+fn child_exits_before_drainit_looks_with_a_stop_signal_pending() {
+    // TERM is pending from before exec and the child exits at once: the
+    // stop and the exit race inside drainit's first loop turn.
+    let launch = drainit(["--drain-url", &refusing_url(), "--", "/bin/true"])
+        .not_pid1()
+        .before_exec(|| {
+            // SAFETY: test-only libc calls between fork and exec.
+            unsafe {
+                let mut set: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut set);
+                libc::sigaddset(&mut set, libc::SIGTERM);
+                libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+                libc::raise(libc::SIGTERM);
+                // The child must not inherit the block, or it never sees TERM.
+                libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+            }
+            Ok(())
+        });
+    let start = Instant::now();
+    let (code, stderr) = launch.run();
+    assert!(code == 0 || code == 128 + libc::SIGTERM, "{code}: {stderr}");
+    assert!(start.elapsed() < Duration::from_secs(10), "no hang");
+}
+
+/// A child that exits with `code` once the test creates `$D/quit`.
+fn quits_on_file(code: i32) -> String {
+    format!("trap 'echo TERM >> \"$D/term\"' TERM; touch \"$D/ready\"; while [ ! -e \"$D/quit\" ]; do sleep 0.02; done; exit {code}")
+}
+
+fn exit_during(
+    scratch: &Scratch,
+    flags: &[&str],
+    code: i32,
+    before_quit: impl Fn(&Drainit),
+) -> Value {
+    let mut d = drainit(with_report(scratch, flags))
+        .with_args(sh(scratch, &quits_on_file(code)))
+        .start();
+    scratch.wait_file("ready");
+    d.signal(libc::SIGTERM);
+    before_quit(&d);
+    let quit_at = Instant::now();
+    scratch.touch("quit");
+    assert_eq!(d.wait_code(), code, "{}", d.stderr());
+    let took = quit_at.elapsed();
+    assert!(
+        took < Duration::from_secs(3),
+        "drainit followed the child's exit after {took:?}"
+    );
+    report(scratch)
+}
+
+#[test]
+fn child_exits_during_the_pre_stop_delay() {
+    let scratch = Scratch::new("exit-prestop");
+    let r = exit_during(&scratch, &["--pre-stop-delay", "30s"], 3, |_| {});
+    assert_eq!(r["outcome"], "exited");
+    assert!(
+        scratch.read("term").is_empty(),
+        "the delay had not passed: no TERM yet"
+    );
+}
+
+#[test]
+fn child_exits_while_a_drain_request_is_in_flight() {
+    let scratch = Scratch::new("exit-inflight");
+    let hang = Server::start(|_, _| Reply::Hang);
+    let url = hang.url("/drain");
+    let r = exit_during(
+        &scratch,
+        &[
+            "--drain-url",
+            &url,
+            "--drain-interval",
+            "30s",
+            "--grace",
+            "60s",
+        ],
+        4,
+        |_| {
+            wait_for("the hanging request", PATIENCE, || {
+                (hang.count() == 1).then_some(())
+            });
+        },
+    );
+    assert_eq!(r["outcome"], "exited");
+    assert_eq!(r["child_status"]["exited"], 4);
+}
+
+#[test]
+fn child_exits_while_the_stop_hook_is_in_flight() {
+    let scratch = Scratch::new("exit-hook");
+    let hang = Server::start(|_, _| Reply::Hang);
+    let url = hang.url("/shutdown");
+    let r = exit_during(
+        &scratch,
+        &[
+            "--stop-url",
+            &url,
+            "--drain-interval",
+            "30s",
+            "--grace",
+            "60s",
+        ],
+        6,
+        |_| {
+            wait_for("the hanging hook", PATIENCE, || {
+                (hang.count() == 1).then_some(())
+            });
+        },
+    );
+    assert_eq!(r["outcome"], "exited");
+}
+
+#[test]
+fn child_exiting_exactly_at_the_deadline_is_one_outcome_or_the_other() {
+    for round in 0..3 {
+        let scratch = Scratch::new("exit-deadline");
+        // The child exits 5 about when the 1 s deadline fires.
+        let child = "trap 'sleep 1; exit 5' TERM; touch \"$D/ready\"; while :; do sleep 0.02; done";
+        let mut d = drainit(with_report(
+            &scratch,
+            &["--drain-url", &refusing_url(), "--grace", "1s"],
+        ))
+        .with_args(sh(&scratch, child))
+        .start();
+        scratch.wait_file("ready");
+        d.signal(libc::SIGTERM);
+        let code = d.wait_code();
+        let r = report(&scratch);
+        match code {
+            5 => assert_eq!(r["outcome"], "exited", "round {round}"),
+            124 => assert_eq!(r["outcome"], "deadline", "round {round}"),
+            other => panic!("round {round}: exit {other}, report {r}"),
+        }
+        assert!(ms(&r["stop_to_exit_ms"]) < 2_000, "round {round}: {r}");
+    }
+}
+
+#[test]
+fn endless_bodies_keep_memory_bounded_and_the_deadline() {
+    let scratch = Scratch::new("chaos-memory");
+    let endless = Server::start(|_, i| {
+        if i % 2 == 0 {
+            Reply::Endless
+        } else {
+            Reply::Dribble(Duration::from_millis(10))
+        }
+    });
+    let url = endless.url("/drain");
+    let child = "trap '' TERM; touch \"$D/ready\"; while :; do sleep 0.05; done";
+    let mut d = drainit(with_report(
+        &scratch,
+        &[
+            "--drain-url",
+            &url,
+            "--drain-interval",
+            "50ms",
+            "--grace",
+            "4s",
+        ],
+    ))
+    .with_args(sh(&scratch, child))
+    .start();
+    scratch.wait_file("ready");
+    d.signal(libc::SIGTERM);
+    let pid = d.pid();
+    let mut peak_kib = 0u64;
+    while d.try_code().is_none() {
+        if let Some(hwm) = status_field(pid, "VmHWM") {
+            peak_kib = peak_kib.max(hwm.trim_end_matches(" kB").trim().parse().unwrap_or(0));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(d.wait_code(), 124);
+    assert!(endless.count() >= 10, "polled {} times", endless.count());
+    // A debug build's worker threads plus 64 KiB bodies: a few MiB at most.
+    assert!(
+        peak_kib > 0 && peak_kib < 16 * 1024,
+        "peak RSS {peak_kib} KiB"
+    );
+    let to_exit = ms(&report(&scratch)["stop_to_exit_ms"]);
+    assert!(
+        (4_000..5_000).contains(&to_exit),
+        "stop_to_exit_ms {to_exit}"
+    );
+    eprintln!(
+        "endless bodies: peak RSS {peak_kib} KiB over {} polls",
+        endless.count()
+    );
+}
