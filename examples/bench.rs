@@ -23,7 +23,10 @@ struct Init {
 }
 
 fn monotonic_ns() -> u128 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: writes into a local timespec.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u128 * 1_000_000_000 + ts.tv_nsec as u128
@@ -68,7 +71,13 @@ fn wait_until<T>(timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
 /// init's PID as seen from here.
 fn as_pid1(init: &Init, args: &[&str], stdout: Stdio) -> (Child, u32) {
     let child = Command::new("unshare")
-        .args(["--pid", "--fork", "--mount-proc", "--kill-child", &init.path])
+        .args([
+            "--pid",
+            "--fork",
+            "--mount-proc",
+            "--kill-child",
+            &init.path,
+        ])
         .args(&init.flags)
         .arg("--")
         .args(args)
@@ -94,10 +103,17 @@ fn idle(init: &Init, window: Duration) -> (f64, f64) {
     let (child, pid) = as_pid1(init, &["sleep", "600"], Stdio::null());
     wait_until(Duration::from_secs(10), || {
         let kid = *children(pid).first()?;
-        (std::fs::read_to_string(format!("/proc/{kid}/comm")).ok()?.trim() == "sleep").then_some(())
+        (std::fs::read_to_string(format!("/proc/{kid}/comm"))
+            .ok()?
+            .trim()
+            == "sleep")
+            .then_some(())
     });
     std::thread::sleep(Duration::from_millis(200));
-    let switches = || status_field(pid, "voluntary_ctxt_switches").unwrap_or(0) + status_field(pid, "nonvoluntary_ctxt_switches").unwrap_or(0);
+    let switches = || {
+        status_field(pid, "voluntary_ctxt_switches").unwrap_or(0)
+            + status_field(pid, "nonvoluntary_ctxt_switches").unwrap_or(0)
+    };
     let before = switches();
     std::thread::sleep(window);
     let after = switches();
@@ -111,7 +127,13 @@ fn run_time(cmd: &[&str], runs: usize) -> f64 {
     let mut times: Vec<f64> = (0..runs)
         .map(|_| {
             let start = Instant::now();
-            let status = Command::new(cmd[0]).args(&cmd[1..]).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).status().expect("run");
+            let status = Command::new(cmd[0])
+                .args(&cmd[1..])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .expect("run");
             assert!(status.success(), "{cmd:?} failed");
             start.elapsed().as_secs_f64() * 1e6
         })
@@ -123,11 +145,20 @@ fn run_time(cmd: &[&str], runs: usize) -> f64 {
 fn reaping(init: &Init, stress: &str, n: usize, rounds: usize) -> f64 {
     let mut totals: Vec<f64> = (0..rounds)
         .map(|_| {
-            let (mut child, _pid) = as_pid1(init, &[stress, "orphans", &n.to_string()], Stdio::piped());
+            let (mut child, _pid) =
+                as_pid1(init, &[stress, "orphans", &n.to_string()], Stdio::piped());
             let mut out = String::new();
-            child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+            child
+                .stdout
+                .take()
+                .unwrap()
+                .read_to_string(&mut out)
+                .unwrap();
             let _ = child.wait();
-            let parts: Vec<f64> = out.split_whitespace().filter_map(|s| s.parse().ok()).collect();
+            let parts: Vec<f64> = out
+                .split_whitespace()
+                .filter_map(|s| s.parse().ok())
+                .collect();
             assert_eq!(parts.len(), 2, "stress output {out:?}");
             parts[0] + parts[1]
         })
@@ -143,7 +174,11 @@ fn forwarding(init: &Init, stress: &str, samples: usize) -> (f64, f64) {
     assert_eq!(lines.next().unwrap().unwrap(), "ready");
     let mut latencies = Vec::with_capacity(samples);
     for i in 0..samples {
-        let signo = if i % 2 == 0 { libc::SIGUSR1 } else { libc::SIGUSR2 };
+        let signo = if i % 2 == 0 {
+            libc::SIGUSR1
+        } else {
+            libc::SIGUSR2
+        };
         let sent = monotonic_ns();
         // SAFETY: signals our own benchmark process.
         unsafe { libc::kill(pid as i32, signo) };
@@ -195,17 +230,35 @@ fn drain_precision(drainit: &str, rounds: usize) -> ((f64, f64), (f64, f64)) {
     let mut overshoot = Vec::new();
     for _ in 0..rounds {
         let (url, first_ready) = drain_server(Duration::from_millis(300));
-        let init = drainit_with(drainit, &["--drain-url", &url, "--drain-interval", "50ms", "--ready-grace", "0", "--grace", "30s"]);
+        let init = drainit_with(
+            drainit,
+            &[
+                "--drain-url",
+                &url,
+                "--drain-interval",
+                "50ms",
+                "--ready-grace",
+                "0",
+                "--grace",
+                "30s",
+            ],
+        );
         let (mut child, pid) = as_pid1(&init, &ignore_term, Stdio::null());
         std::thread::sleep(Duration::from_millis(100));
         // SAFETY: signals our own benchmark process.
         unsafe { libc::kill(pid as i32, libc::SIGTERM) };
         let _ = child.wait();
         let exited = Instant::now();
-        let ready = first_ready.lock().unwrap().expect("drain server answered ready");
+        let ready = first_ready
+            .lock()
+            .unwrap()
+            .expect("drain server answered ready");
         ready_to_exit.push(exited.duration_since(ready).as_secs_f64() * 1e3);
 
-        let refused = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let refused = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
         let url = format!("http://{refused}/drain");
         let init = drainit_with(drainit, &["--drain-url", &url, "--grace", "1s"]);
         let (mut child, pid) = as_pid1(&init, &ignore_term, Stdio::null());
@@ -217,7 +270,13 @@ fn drain_precision(drainit: &str, rounds: usize) -> ((f64, f64), (f64, f64)) {
         overshoot.push((sent.elapsed().as_secs_f64() - 1.0) * 1e3);
     }
     let worst = |v: &mut Vec<f64>| percentile(v, 1.0);
-    ((percentile(&mut ready_to_exit, 0.5), worst(&mut ready_to_exit)), (percentile(&mut overshoot, 0.5), worst(&mut overshoot)))
+    (
+        (
+            percentile(&mut ready_to_exit, 0.5),
+            worst(&mut ready_to_exit),
+        ),
+        (percentile(&mut overshoot, 0.5), worst(&mut overshoot)),
+    )
 }
 
 fn fmt(v: f64, unit: &str) -> String {
@@ -232,22 +291,64 @@ fn fmt(v: f64, unit: &str) -> String {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let (drainit, stress) = (args.get(1).expect("DRAINIT path").clone(), args.get(2).expect("STRESS path").clone());
+    let (drainit, stress) = (
+        args.get(1).expect("DRAINIT path").clone(),
+        args.get(2).expect("STRESS path").clone(),
+    );
     let quick = args.iter().any(|a| a == "--quick");
-    let (starts, rounds, samples, window) = if quick { (50, 2, 300, Duration::from_secs(2)) } else { (300, 5, 2000, Duration::from_secs(5)) };
+    let (starts, rounds, samples, window) = if quick {
+        (50, 2, 300, Duration::from_secs(2))
+    } else {
+        (300, 5, 2000, Duration::from_secs(5))
+    };
     let inits = [
-        Init { name: "drainit", path: drainit.clone(), flags: vec![] },
-        Init { name: "tini", path: "/usr/bin/tini-static".into(), flags: vec!["-s".into()] },
-        Init { name: "dumb-init", path: "/usr/bin/dumb-init".into(), flags: vec![] },
-        Init { name: "catatonit", path: "/usr/bin/catatonit".into(), flags: vec![] },
+        Init {
+            name: "drainit",
+            path: drainit.clone(),
+            flags: vec![],
+        },
+        Init {
+            name: "tini",
+            path: "/usr/bin/tini-static".into(),
+            flags: vec!["-s".into()],
+        },
+        Init {
+            name: "dumb-init",
+            path: "/usr/bin/dumb-init".into(),
+            flags: vec![],
+        },
+        Init {
+            name: "catatonit",
+            path: "/usr/bin/catatonit".into(),
+            flags: vec![],
+        },
     ];
     let mut rows: Vec<(String, Vec<f64>, &str)> = Vec::new();
-    let sizes = inits.iter().map(|i| std::fs::metadata(&i.path).map(|m| m.len() as f64 / 1024.0).unwrap_or(f64::NAN)).collect();
-    rows.push(("binary size (static; dumb-init: Debian's is dynamic)".into(), sizes, "KiB"));
+    let sizes = inits
+        .iter()
+        .map(|i| {
+            std::fs::metadata(&i.path)
+                .map(|m| m.len() as f64 / 1024.0)
+                .unwrap_or(f64::NAN)
+        })
+        .collect();
+    rows.push((
+        "binary size (static; dumb-init: Debian's is dynamic)".into(),
+        sizes,
+        "KiB",
+    ));
     eprintln!("idle RSS and wake-ups...");
     let idles: Vec<(f64, f64)> = inits.iter().map(|i| idle(i, window)).collect();
-    rows.push(("idle RSS, sleeping child".into(), idles.iter().map(|x| x.0).collect(), "KiB"));
-    rows.push(("idle wake-ups per second".into(), idles.iter().map(|x| x.1).collect(), "/s"));
+    rows.push((
+        "idle RSS, sleeping child".into(),
+        idles.iter().map(|x| x.0).collect(),
+        "KiB",
+    ));
+    rows.push((
+        "idle wake-ups per second".into(),
+        idles.iter().map(|x| x.1).collect(),
+        "/s",
+    ));
     eprintln!("start-up overhead...");
     let bare = run_time(&["/bin/true"], starts);
     let startup = inits
@@ -259,26 +360,71 @@ fn main() {
             run_time(&cmd, starts) - bare
         })
         .collect();
-    rows.push((format!("start-up overhead over /bin/true ({bare:.0} µs)"), startup, "µs"));
+    rows.push((
+        format!("start-up overhead over /bin/true ({bare:.0} µs)"),
+        startup,
+        "µs",
+    ));
     eprintln!("reaping...");
-    rows.push(("reap a burst of 5000 orphans (burst + drain)".into(), inits.iter().map(|i| reaping(i, &stress, 5000, rounds)).collect(), "ms"));
+    rows.push((
+        "reap a burst of 5000 orphans (burst + drain)".into(),
+        inits
+            .iter()
+            .map(|i| reaping(i, &stress, 5000, rounds))
+            .collect(),
+        "ms",
+    ));
     eprintln!("signal forwarding...");
-    let fwd: Vec<(f64, f64)> = inits.iter().map(|i| forwarding(i, &stress, samples)).collect();
-    rows.push(("signal forwarding latency p50".into(), fwd.iter().map(|x| x.0).collect(), "µs"));
-    rows.push(("signal forwarding latency p99".into(), fwd.iter().map(|x| x.1).collect(), "µs"));
+    let fwd: Vec<(f64, f64)> = inits
+        .iter()
+        .map(|i| forwarding(i, &stress, samples))
+        .collect();
+    rows.push((
+        "signal forwarding latency p50".into(),
+        fwd.iter().map(|x| x.0).collect(),
+        "µs",
+    ));
+    rows.push((
+        "signal forwarding latency p99".into(),
+        fwd.iter().map(|x| x.1).collect(),
+        "µs",
+    ));
     eprintln!("drain precision...");
     let ((r50, rmax), (o50, omax)) = drain_precision(&drainit, rounds.max(3));
     let na = f64::NAN;
-    rows.push(("ready-to-exit latency, median".into(), vec![r50, na, na, na], "ms"));
-    rows.push(("ready-to-exit latency, worst".into(), vec![rmax, na, na, na], "ms"));
-    rows.push(("deadline overshoot, median".into(), vec![o50, na, na, na], "ms"));
-    rows.push(("deadline overshoot, worst".into(), vec![omax, na, na, na], "ms"));
+    rows.push((
+        "ready-to-exit latency, median".into(),
+        vec![r50, na, na, na],
+        "ms",
+    ));
+    rows.push((
+        "ready-to-exit latency, worst".into(),
+        vec![rmax, na, na, na],
+        "ms",
+    ));
+    rows.push((
+        "deadline overshoot, median".into(),
+        vec![o50, na, na, na],
+        "ms",
+    ));
+    rows.push((
+        "deadline overshoot, worst".into(),
+        vec![omax, na, na, na],
+        "ms",
+    ));
 
-    println!("| figure | {} | drainit / tini |", inits.iter().map(|i| i.name).collect::<Vec<_>>().join(" | "));
+    println!(
+        "| figure | {} | drainit / tini |",
+        inits.iter().map(|i| i.name).collect::<Vec<_>>().join(" | ")
+    );
     println!("|---|{}---|", "---|".repeat(inits.len()));
     for (label, values, unit) in rows {
         let ratio = if values[1].is_nan() || values[1] == 0.0 {
-            if values[0] == 0.0 && values[1] == 0.0 { "1.00 (both 0)".into() } else { "n/a".to_string() }
+            if values[0] == 0.0 && values[1] == 0.0 {
+                "1.00 (both 0)".into()
+            } else {
+                "n/a".to_string()
+            }
         } else {
             format!("{:.2}", values[0] / values[1])
         };

@@ -63,7 +63,7 @@ fn main() -> ExitCode {
         deadline_code: config.deadline_exit_code,
     };
     let (outcome, summary) = match prepare_process(&config) {
-        Ok((sigfd, inherited)) => supervisor::run(&config, sigfd, inherited),
+        Ok((handled, inherited)) => supervisor::run(&config, handled, inherited),
         Err(e) => {
             log::error!("{e}");
             (
@@ -88,7 +88,7 @@ fn main() -> ExitCode {
 /// Process-wide set-up before the child starts; failing here is still safe.
 fn prepare_process(
     config: &Config,
-) -> Result<(std::os::fd::OwnedFd, &'static signals::Inherited), String> {
+) -> Result<(signals::Handled, &'static signals::Inherited), String> {
     if let Some(signo) = config.pdeathsig {
         // SAFETY: prctl with integer arguments.
         if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, signo as libc::c_ulong) } != 0 {

@@ -1,16 +1,18 @@
 //! Signal policy (which signals drainit never touches, ignores, or forwards),
-//! signal name parsing, and the process-wide signal state drainit inherited.
+//! signal name parsing, the process-wide signal state drainit inherited, and
+//! the one wait of the event loop.
 //!
-//! drainit blocks every signal it handles and reads them from a signalfd in
-//! the event loop, so no code ever runs in a signal handler. The state it
+//! drainit blocks every signal it handles and takes them synchronously with
+//! `sigtimedwait` in the event loop (tini's primitive, without its fixed
+//! one-second timeout), so no code ever runs in a signal handler. The state it
 //! inherited (mask and the few dispositions it changes) is captured before
 //! `main` and restored in the child, so `nohup drainit -- app` still ignores
 //! SIGHUP in the app, as it would under tini.
 
 use std::io;
 use std::mem::MaybeUninit;
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::OnceLock;
+use std::time::Duration;
 
 /// The kernel sends us these if *we* screwed up (a fault in drainit itself).
 /// Blocking them would turn a crash into a hang, and forwarding them would
@@ -164,8 +166,8 @@ pub struct Inherited {
 
 static INHERITED: OnceLock<Inherited> = OnceLock::new();
 
-/// Every signal drainit reads from its signalfd: all but the uncatchable
-/// and the fault signals.
+/// Every signal drainit takes in its loop: all but the uncatchable and the
+/// fault signals.
 fn handled_set() -> libc::sigset_t {
     // SAFETY: sigemptyset/sigaddset only write into the set we own; numbers
     // the C library reserves for itself (32, 33 on glibc) are refused with
@@ -220,10 +222,10 @@ fn set_disposition(signo: i32, handler: libc::sighandler_t) -> io::Result<()> {
     Ok(())
 }
 
-/// Sets drainit's own dispositions and returns the signalfd the event loop
-/// reads. Signals stay blocked from `capture_and_block` on, so nothing sent
+/// Sets drainit's own dispositions and returns the set the event loop waits
+/// on. Signals stay blocked from `capture_and_block` on, so nothing sent
 /// before this call is lost.
-pub fn install() -> io::Result<(OwnedFd, &'static Inherited)> {
+pub fn install() -> io::Result<(Handled, &'static Inherited)> {
     if INHERITED.get().is_none() {
         // Only when the constructor did not run (it always does in the
         // binary); keeps the invariant that handled signals are blocked.
@@ -246,14 +248,33 @@ pub fn install() -> io::Result<(OwnedFd, &'static Inherited)> {
         // SAFETY: restores a disposition the kernel gave us.
         unsafe { libc::sigaction(libc::SIGPIPE, action, std::ptr::null_mut()) };
     }
-    let handled = handled_set();
-    // SAFETY: creates a new fd we immediately own.
-    let fd = unsafe { libc::signalfd(-1, &handled, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
+    Ok((Handled(handled_set()), inherited))
+}
+
+/// The blocked set the event loop takes signals from.
+pub struct Handled(libc::sigset_t);
+
+impl Handled {
+    /// Waits for one handled signal, at most `timeout` (None: forever).
+    /// Returns the signal and its sender's PID, or None when the time is up
+    /// (or the wait was interrupted).
+    pub fn wait(&self, timeout: Option<Duration>) -> Option<(i32, i32)> {
+        // SAFETY: the kernel fills `info`; the set and timespec are valid.
+        unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            let signo = match timeout {
+                None => libc::sigwaitinfo(&self.0, &mut info),
+                Some(t) => {
+                    let ts = libc::timespec {
+                        tv_sec: t.as_secs().min(i32::MAX as u64) as libc::time_t,
+                        tv_nsec: t.subsec_nanos() as libc::c_long,
+                    };
+                    libc::sigtimedwait(&self.0, &mut info, &ts)
+                }
+            };
+            (signo > 0).then(|| (signo, info.si_pid()))
+        }
     }
-    // SAFETY: fd is a fresh, valid descriptor owned by nobody else.
-    Ok((unsafe { OwnedFd::from_raw_fd(fd) }, inherited))
 }
 
 impl Inherited {
@@ -273,27 +294,6 @@ impl Inherited {
         }
         Ok(())
     }
-}
-
-/// Reads every pending signal from the signalfd, oldest first.
-pub fn read_pending(fd: &OwnedFd) -> Vec<(i32, i32)> {
-    use std::os::fd::AsRawFd;
-    let mut out = Vec::new();
-    loop {
-        let mut info = MaybeUninit::<libc::signalfd_siginfo>::zeroed();
-        let size = std::mem::size_of::<libc::signalfd_siginfo>();
-        // SAFETY: reads at most `size` bytes into a buffer of that size.
-        let n = unsafe { libc::read(fd.as_raw_fd(), info.as_mut_ptr().cast(), size) };
-        if n != size as isize {
-            // EAGAIN: nothing more pending. Anything else cannot happen on a
-            // signalfd; either way we stop and wait for the next wake-up.
-            break;
-        }
-        // SAFETY: the kernel filled the whole struct.
-        let info = unsafe { info.assume_init() };
-        out.push((info.ssi_signo as i32, info.ssi_pid as i32));
-    }
-    out
 }
 
 #[cfg(test)]

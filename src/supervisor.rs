@@ -1,27 +1,24 @@
-//! The event loop and the stop timeline. One thread waits in `poll()` on the
-//! signalfd and on a wake-up pipe fed by HTTP worker threads, with the next
-//! timer (pre-stop delay, poll, ready grace, deadline) as its timeout. Signals,
+//! The event loop and the stop timeline. One thread waits in `sigtimedwait`
+//! for the signals it blocked, with the next timer (pre-stop delay, poll,
+//! ready grace, deadline) as its timeout; HTTP worker threads hand their
+//! results over a channel and wake it with a thread-directed SIGCHLD. Signals,
 //! reaped children, poll results and expired timers are all events here, and
 //! the phase enum says what each one means. Nothing here may end the process
 //! while the child runs: every failure is logged and survived.
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::mpsc::{channel, Receiver, Sender};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use log::{debug, info, warn};
-use nix::fcntl::OFlag;
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
 use crate::config::Config;
 use crate::drain::{self, Progress};
 use crate::ecs::{self, Protection, Watch};
-use crate::exit::{Outcome, RunSummary, SpawnFailure, Trigger};
+use crate::exit::{Outcome, RunSummary, Trigger};
 use crate::http::{self, Failure, Response, Target};
 use crate::reaper::{self, Ended};
-use crate::signals::{self, signal_name, Inherited};
+use crate::signals::{signal_name, Handled, Inherited};
 use crate::spawn;
 
 /// Why drainit sent SIGKILL.
@@ -94,24 +91,37 @@ enum Event {
     Http(Message),
 }
 
-/// Wakes the loop from a worker thread: one byte into a non-blocking pipe.
+/// Wakes the loop from a worker thread: SIGCHLD sent to the loop's thread.
+/// The loop already takes SIGCHLD (it only means "reap, and look at the
+/// inbox"), it is never forwarded, and a pending one stays pending until the
+/// loop takes it, so no wake-up is lost.
+#[derive(Clone, Copy)]
 struct Waker {
-    write: OwnedFd,
+    pid: libc::pid_t,
+    tid: libc::pid_t,
 }
 
 impl Waker {
+    fn for_this_thread() -> Waker {
+        // SAFETY: getpid/gettid have no preconditions.
+        unsafe {
+            Waker {
+                pid: libc::getpid(),
+                tid: libc::gettid(),
+            }
+        }
+    }
+
     fn wake(&self) {
-        // A full pipe already holds a pending wake-up; nothing to do then.
-        // SAFETY: writes one byte from a valid buffer to an fd we own.
-        unsafe { libc::write(self.write.as_raw_fd(), [1u8].as_ptr().cast(), 1) };
+        // SAFETY: tgkill to our own loop thread, which blocks SIGCHLD.
+        unsafe { libc::syscall(libc::SYS_tgkill, self.pid, self.tid, libc::SIGCHLD) };
     }
 }
 
 struct Supervisor<'a> {
     config: &'a Config,
-    sigfd: OwnedFd,
-    wake_read: OwnedFd,
-    waker: Arc<Waker>,
+    signals: Handled,
+    waker: Waker,
     inbox: Receiver<Message>,
     outbox: Sender<Message>,
     pid: i32,
@@ -132,20 +142,9 @@ struct Supervisor<'a> {
 /// Starts the child and supervises it until the run is over.
 pub fn run(
     config: &Config,
-    sigfd: OwnedFd,
+    signals: Handled,
     inherited: &'static Inherited,
 ) -> (Outcome, RunSummary) {
-    // Made before the child exists: failing here is still allowed.
-    let (wake_read, wake_write) = match nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK) {
-        Ok(pair) => pair,
-        Err(e) => {
-            log::error!("cannot create the wake-up pipe: {e}");
-            return (
-                Outcome::SpawnFailed(SpawnFailure::Other),
-                RunSummary::default(),
-            );
-        }
-    };
     let pid = match spawn::spawn(&config.program, &config.args, inherited) {
         Ok(pid) => pid,
         Err(e) => {
@@ -157,9 +156,8 @@ pub fn run(
     let (outbox, inbox) = channel();
     let mut supervisor = Supervisor {
         config,
-        sigfd,
-        wake_read,
-        waker: Arc::new(Waker { write: wake_write }),
+        signals,
+        waker: Waker::for_this_thread(),
         inbox,
         outbox,
         pid,
@@ -243,43 +241,18 @@ impl Supervisor<'_> {
         )
     }
 
-    /// Blocks until something happens and returns what did.
+    /// Blocks until something happens and returns what did: one signal
+    /// (the next turn takes the next), plus any finished requests.
     fn wait(&mut self) -> Vec<Event> {
-        let timeout = match self.next_wakeup() {
-            None => PollTimeout::NONE,
-            Some(at) => {
-                let left = at.saturating_duration_since(Instant::now());
-                // Round up so the loop never wakes a hair early and spins.
-                let ms = left.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
-                PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX)
-            }
-        };
-        let mut fds = [
-            PollFd::new(self.sigfd.as_fd(), PollFlags::POLLIN),
-            PollFd::new(self.wake_read.as_fd(), PollFlags::POLLIN),
-        ];
-        match poll(&mut fds, timeout) {
-            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-            Err(e) => {
-                warn!("waiting for events failed: {e}");
-                // Never spin on a persistent error.
-                std::thread::sleep(Duration::from_millis(10));
+        let timeout = self
+            .next_wakeup()
+            .map(|at| at.saturating_duration_since(Instant::now()));
+        let mut events = Vec::new();
+        if timeout != Some(Duration::ZERO) {
+            if let Some((signo, sender)) = self.signals.wait(timeout) {
+                events.push(Event::Signal { signo, sender });
             }
         }
-        let mut drained = [0u8; 64];
-        // SAFETY: reads into a local buffer from a non-blocking fd we own.
-        while unsafe {
-            libc::read(
-                self.wake_read.as_raw_fd(),
-                drained.as_mut_ptr().cast(),
-                drained.len(),
-            )
-        } > 0
-        {}
-        let mut events: Vec<Event> = signals::read_pending(&self.sigfd)
-            .into_iter()
-            .map(|(signo, sender)| Event::Signal { signo, sender })
-            .collect();
         events.extend(self.inbox.try_iter().map(Event::Http));
         events
     }
@@ -551,7 +524,7 @@ impl Supervisor<'_> {
         purpose: Purpose,
     ) {
         let outbox = self.outbox.clone();
-        let waker = Arc::clone(&self.waker);
+        let waker = self.waker;
         let spawned = std::thread::Builder::new()
             .name("drainit-http".into())
             .stack_size(256 * 1024)
