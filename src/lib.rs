@@ -2,6 +2,7 @@
 //! the fuzz targets and property tests can drive the parsers directly. The
 //! binary (`main.rs`) is the only user that runs the supervisor.
 
+pub mod arena;
 pub mod cli;
 pub mod config;
 pub mod drain;

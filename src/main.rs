@@ -26,6 +26,10 @@ extern "C" fn before_main() {
     signals::capture_and_block();
 }
 
+/// Start-up allocations come from a static arena (see `arena.rs` for why).
+#[global_allocator]
+static ALLOCATOR: drainit::arena::StartupArena = drainit::arena::StartupArena::new();
+
 const USAGE_ERROR: u8 = 2;
 const LICENSE: &str = include_str!("../LICENSE");
 

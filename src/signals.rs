@@ -266,7 +266,7 @@ impl Handled {
                 None => libc::sigwaitinfo(&self.0, &mut info),
                 Some(t) => {
                     let ts = libc::timespec {
-                        tv_sec: t.as_secs().min(i32::MAX as u64) as libc::time_t,
+                        tv_sec: t.as_secs().min(i32::MAX as u64) as _,
                         tv_nsec: t.subsec_nanos() as libc::c_long,
                     };
                     libc::sigtimedwait(&self.0, &mut info, &ts)
@@ -278,6 +278,31 @@ impl Handled {
 }
 
 impl Inherited {
+    /// The mask drainit inherited, which the child starts with.
+    pub fn mask(&self) -> &libc::sigset_t {
+        &self.mask
+    }
+
+    /// Signals whose inherited disposition was SIG_DFL among those drainit
+    /// changes for itself: what `posix_spawn` must reset in the child.
+    /// None when one was inherited as SIG_IGN but drainit runs it at
+    /// SIG_DFL (SIGCHLD): `posix_spawn` cannot give that back.
+    pub fn spawn_defaults(&self) -> Option<libc::sigset_t> {
+        // SAFETY: only writes into a set we own.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for (signo, action) in &self.actions {
+                if action.sa_sigaction == libc::SIG_DFL {
+                    libc::sigaddset(&mut set, *signo);
+                } else if *signo == libc::SIGCHLD {
+                    return None;
+                }
+            }
+            Some(set)
+        }
+    }
+
     /// Gives the child the dispositions and mask drainit inherited. Called
     /// between fork and exec, so it only makes async-signal-safe calls.
     pub fn restore_in_child(&self) -> io::Result<()> {

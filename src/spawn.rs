@@ -2,8 +2,9 @@
 //! group when stdin is a tty, the signal state drainit inherited, and the
 //! mapping of exec errors to the exit codes shells use.
 
-use std::ffi::OsString;
+use std::ffi::{CString, OsString};
 use std::io;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
@@ -28,7 +29,93 @@ fn classify(err: &io::Error) -> SpawnFailure {
 }
 
 /// Starts `program` and returns its PID, which is also its process group.
+///
+/// Usually with `posix_spawnp` (a vfork-style start: no copy of drainit's
+/// page tables, and exec errors come back as its return value); with
+/// fork+exec when stdin is a terminal (the child must take the terminal's
+/// foreground, which `posix_spawn` cannot do) or when SIGCHLD was
+/// inherited ignored (which `posix_spawn` cannot give back).
 pub fn spawn(
+    program: &OsString,
+    args: &[OsString],
+    inherited: &'static Inherited,
+) -> Result<i32, SpawnError> {
+    // SAFETY: isatty only inspects fd 0.
+    let tty = unsafe { libc::isatty(libc::STDIN_FILENO) } == 1;
+    match inherited.spawn_defaults() {
+        Some(defaults) if !tty => spawn_posix(program, args, inherited, &defaults),
+        _ => spawn_forked(program, args, inherited),
+    }
+}
+
+fn spawn_error(source: io::Error) -> SpawnError {
+    SpawnError {
+        failure: classify(&source),
+        source,
+    }
+}
+
+fn spawn_posix(
+    program: &OsString,
+    args: &[OsString],
+    inherited: &Inherited,
+    defaults: &libc::sigset_t,
+) -> Result<i32, SpawnError> {
+    let nul = |_| {
+        spawn_error(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "argument contains a NUL byte",
+        ))
+    };
+    let c_args: Vec<CString> = std::iter::once(program)
+        .chain(args)
+        .map(|a| CString::new(a.as_bytes()).map_err(nul))
+        .collect::<Result<_, _>>()?;
+    let mut argv: Vec<*mut libc::c_char> = c_args
+        .iter()
+        .map(|a| a.as_ptr() as *mut libc::c_char)
+        .collect();
+    argv.push(std::ptr::null_mut());
+    let mut pid: libc::pid_t = 0;
+    // SAFETY: the attribute object is initialised before use and destroyed
+    // after; argv is NUL-terminated and outlives the call; environ is the
+    // process environment, which nothing modifies concurrently here.
+    let rc = unsafe {
+        let mut attr: libc::posix_spawnattr_t = std::mem::zeroed();
+        libc::posix_spawnattr_init(&mut attr);
+        libc::posix_spawnattr_setflags(
+            &mut attr,
+            (libc::POSIX_SPAWN_SETPGROUP
+                | libc::POSIX_SPAWN_SETSIGMASK
+                | libc::POSIX_SPAWN_SETSIGDEF) as libc::c_short,
+        );
+        // Its own process group (pgid = its pid), set before exec: no window
+        // in which a signal to the group could miss it.
+        libc::posix_spawnattr_setpgroup(&mut attr, 0);
+        libc::posix_spawnattr_setsigmask(&mut attr, inherited.mask());
+        libc::posix_spawnattr_setsigdefault(&mut attr, defaults);
+        let rc = libc::posix_spawnp(
+            &mut pid,
+            c_args[0].as_ptr(),
+            std::ptr::null(),
+            &attr,
+            argv.as_ptr(),
+            environ,
+        );
+        libc::posix_spawnattr_destroy(&mut attr);
+        rc
+    };
+    if rc != 0 {
+        return Err(spawn_error(io::Error::from_raw_os_error(rc)));
+    }
+    Ok(pid)
+}
+
+extern "C" {
+    static environ: *const *mut libc::c_char;
+}
+
+fn spawn_forked(
     program: &OsString,
     args: &[OsString],
     inherited: &'static Inherited,
@@ -55,10 +142,7 @@ pub fn spawn(
     match command.spawn() {
         // Dropping the handle neither waits nor kills: the reaper owns it.
         Ok(child) => Ok(child.id() as i32),
-        Err(source) => Err(SpawnError {
-            failure: classify(&source),
-            source,
-        }),
+        Err(source) => Err(spawn_error(source)),
     }
 }
 
