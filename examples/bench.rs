@@ -122,12 +122,14 @@ fn idle(init: &Init, window: Duration) -> (f64, f64) {
     (rss, (after - before) as f64 / window.as_secs_f64())
 }
 
-/// Median wall time (µs) of running `cmd`, `runs` times.
-fn run_time(cmd: &[&str], runs: usize) -> f64 {
-    let mut times: Vec<f64> = (0..runs)
-        .map(|_| {
+/// Median wall time (µs) of each command over `runs` rounds. The commands
+/// take turns within each round, so a noisy neighbour slows them all alike.
+fn run_times(cmds: &[Vec<String>], runs: usize) -> Vec<f64> {
+    let mut times = vec![Vec::with_capacity(runs); cmds.len()];
+    for _ in 0..runs {
+        for (cmd, times) in cmds.iter().zip(times.iter_mut()) {
             let start = Instant::now();
-            let status = Command::new(cmd[0])
+            let status = Command::new(&cmd[0])
                 .args(&cmd[1..])
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
@@ -135,10 +137,10 @@ fn run_time(cmd: &[&str], runs: usize) -> f64 {
                 .status()
                 .expect("run");
             assert!(status.success(), "{cmd:?} failed");
-            start.elapsed().as_secs_f64() * 1e6
-        })
-        .collect();
-    percentile(&mut times, 0.5)
+            times.push(start.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    times.iter_mut().map(|t| percentile(t, 0.5)).collect()
 }
 
 /// Median ms for PID 1 to reap a burst of `n` orphans (burst + drain).
@@ -350,16 +352,19 @@ fn main() {
         "/s",
     ));
     eprintln!("start-up overhead...");
-    let bare = run_time(&["/bin/true"], starts);
-    let startup = inits
+    let mut cmds: Vec<Vec<String>> = inits
         .iter()
         .map(|i| {
-            let mut cmd = vec![i.path.as_str()];
-            cmd.extend(i.flags.iter().map(String::as_str));
-            cmd.extend(["--", "/bin/true"]);
-            run_time(&cmd, starts) - bare
+            let mut cmd = vec![i.path.clone()];
+            cmd.extend(i.flags.iter().cloned());
+            cmd.extend(["--".to_string(), "/bin/true".to_string()]);
+            cmd
         })
         .collect();
+    cmds.push(vec!["/bin/true".to_string()]);
+    let times = run_times(&cmds, starts);
+    let bare = times[inits.len()];
+    let startup: Vec<f64> = times[..inits.len()].iter().map(|t| t - bare).collect();
     rows.push((
         format!("start-up overhead over /bin/true ({bare:.0} µs)"),
         startup,
