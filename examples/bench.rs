@@ -170,27 +170,42 @@ fn reaping(init: &Init, stress: &str, n: usize, rounds: usize) -> f64 {
 
 /// Signal forwarding latency (µs, p50 and p99): kill(init) to the child's
 /// sigwaitinfo, on the shared monotonic clock.
-fn forwarding(init: &Init, stress: &str, samples: usize) -> (f64, f64) {
-    let (mut child, pid) = as_pid1(init, &[stress, "sigrecv"], Stdio::piped());
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    assert_eq!(lines.next().unwrap().unwrap(), "ready");
-    let mut latencies = Vec::with_capacity(samples);
-    for i in 0..samples {
-        let signo = if i % 2 == 0 {
-            libc::SIGUSR1
-        } else {
-            libc::SIGUSR2
-        };
-        let sent = monotonic_ns();
-        // SAFETY: signals our own benchmark process.
-        unsafe { libc::kill(pid as i32, signo) };
-        let line = lines.next().unwrap().unwrap();
-        let got: u128 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
-        latencies.push((got.saturating_sub(sent)) as f64 / 1e3);
+/// All inits run side by side and take turns in blocks of 50 signals.
+fn forwarding(inits: &[Init], stress: &str, samples: usize) -> Vec<(f64, f64)> {
+    let mut running: Vec<_> = inits
+        .iter()
+        .map(|init| {
+            let (mut child, pid) = as_pid1(init, &[stress, "sigrecv"], Stdio::piped());
+            let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+            assert_eq!(lines.next().unwrap().unwrap(), "ready");
+            (child, pid, lines, Vec::with_capacity(samples))
+        })
+        .collect();
+    for block in 0..samples.div_ceil(50) {
+        for (_, pid, lines, latencies) in running.iter_mut() {
+            for i in 0..50 {
+                let signo = if (block + i) % 2 == 0 {
+                    libc::SIGUSR1
+                } else {
+                    libc::SIGUSR2
+                };
+                let sent = monotonic_ns();
+                // SAFETY: signals our own benchmark process.
+                unsafe { libc::kill(*pid as i32, signo) };
+                let line = lines.next().unwrap().unwrap();
+                let got: u128 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+                latencies.push((got.saturating_sub(sent)) as f64 / 1e3);
+            }
+        }
     }
-    stop(child, pid);
-    let p50 = percentile(&mut latencies, 0.5);
-    (p50, percentile(&mut latencies, 0.99))
+    running
+        .into_iter()
+        .map(|(child, pid, _, mut latencies)| {
+            stop(child, pid);
+            let p50 = percentile(&mut latencies, 0.5);
+            (p50, percentile(&mut latencies, 0.99))
+        })
+        .collect()
 }
 
 /// A drain endpoint that is busy until `ready_after`, then ready; returns
@@ -380,10 +395,7 @@ fn main() {
         "ms",
     ));
     eprintln!("signal forwarding...");
-    let fwd: Vec<(f64, f64)> = inits
-        .iter()
-        .map(|i| forwarding(i, &stress, samples))
-        .collect();
+    let fwd = forwarding(&inits, &stress, samples);
     rows.push((
         "signal forwarding latency p50".into(),
         fwd.iter().map(|x| x.0).collect(),

@@ -184,16 +184,26 @@ pub fn run(
 impl Supervisor<'_> {
     fn run_loop(&mut self) -> Outcome {
         loop {
-            for event in self.wait() {
+            if let Some(event) = self.wait() {
                 self.handle(event);
-                if let Phase::Done { outcome } = self.phase {
-                    return outcome;
-                }
             }
-            self.on_time(Instant::now());
-            if let Phase::Done { outcome } = self.phase {
+            // Finished requests: their wake-up was a SIGCHLD, maybe this one.
+            while let (None, Ok(message)) = (self.done(), self.inbox.try_recv()) {
+                self.handle(Event::Http(message));
+            }
+            if self.done().is_none() {
+                self.on_time(Instant::now());
+            }
+            if let Some(outcome) = self.done() {
                 return outcome;
             }
+        }
+    }
+
+    fn done(&self) -> Option<Outcome> {
+        match self.phase {
+            Phase::Done { outcome } => Some(outcome),
+            _ => None,
         }
     }
 
@@ -241,20 +251,17 @@ impl Supervisor<'_> {
         )
     }
 
-    /// Blocks until something happens and returns what did: one signal
-    /// (the next turn takes the next), plus any finished requests.
-    fn wait(&mut self) -> Vec<Event> {
+    /// Blocks until a signal arrives or the next timer is due; one signal
+    /// per turn (the next turn takes the next), nothing allocated.
+    fn wait(&mut self) -> Option<Event> {
         let timeout = self
             .next_wakeup()
             .map(|at| at.saturating_duration_since(Instant::now()));
-        let mut events = Vec::new();
-        if timeout != Some(Duration::ZERO) {
-            if let Some((signo, sender)) = self.signals.wait(timeout) {
-                events.push(Event::Signal { signo, sender });
-            }
+        if timeout == Some(Duration::ZERO) {
+            return None;
         }
-        events.extend(self.inbox.try_iter().map(Event::Http));
-        events
+        let (signo, sender) = self.signals.wait(timeout)?;
+        Some(Event::Signal { signo, sender })
     }
 
     fn handle(&mut self, event: Event) {
