@@ -20,8 +20,8 @@ pub struct Reaped {
 ///
 /// SIGCHLD coalesces: one signal may stand for a thousand dead orphans, so
 /// one call drains them all with WNOHANG rather than reaping one per signal.
-/// (libc rather than nix here: nix cannot represent a child killed by a
-/// real-time signal, and a status lost after waitpid is lost for good.)
+/// (Raw libc: a child killed by a real-time signal must be represented too,
+/// which nix's `Signal` cannot, and a status lost after waitpid is lost.)
 pub fn reap_all() -> Reaped {
     let mut reaped = Reaped::default();
     loop {

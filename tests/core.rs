@@ -39,7 +39,7 @@ fn signalled_child_gives_128_plus_n() {
             "SIG{name}"
         );
     }
-    // A real-time signal: nix cannot name these, the reaper must still count them.
+    // A real-time signal: not in nix's `Signal`, the reaper must still count them.
     let rt = libc::SIGRTMIN() + 4;
     assert_eq!(sh_exit(&format!("kill -{rt} $$")), 128 + rt);
 }
