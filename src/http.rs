@@ -242,7 +242,7 @@ impl Conn {
                 while !self.line(HEAD_LIMIT)?.is_empty() {}
                 return Ok(body);
             }
-            if body.len() + size > BODY_LIMIT {
+            if size > BODY_LIMIT - body.len() {
                 return Err(Failure::TooLarge);
             }
             body.extend(self.exact(size)?);

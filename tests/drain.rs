@@ -221,6 +221,16 @@ fn invalid_http_is_not_ready() {
 }
 
 #[test]
+fn absurd_chunk_sizes_and_lengths_are_not_ready() {
+    broken_endpoint_keeps_the_deadline("huge-chunk", || {
+        Reply::Raw("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n2\r\n{}\r\nffffffffffffffff\r\n{}")
+    });
+    broken_endpoint_keeps_the_deadline("bad-length", || {
+        Reply::Raw("HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 99999999999999999999999\r\n\r\nOK")
+    });
+}
+
+#[test]
 fn body_closed_midway_is_not_ready() {
     broken_endpoint_keeps_the_deadline("close", || Reply::CloseMidBody);
 }

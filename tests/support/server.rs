@@ -33,6 +33,8 @@ pub enum Reply {
     Endless,
     /// Bytes that are not HTTP.
     Garbage,
+    /// These exact bytes, then close.
+    Raw(&'static str),
     /// A redirect to this location.
     Redirect(u16, String),
 }
@@ -169,6 +171,9 @@ fn serve(mut stream: TcpStream, handler: &Handler, seen: &Mutex<Vec<Seen>>) {
         }
         Reply::Garbage => {
             let _ = stream.write_all(b"\x00\x01 this is not HTTP at all\r\n\r\n");
+        }
+        Reply::Raw(bytes) => {
+            let _ = stream.write_all(bytes.as_bytes());
         }
         Reply::Redirect(status, location) => {
             let _ = write!(
