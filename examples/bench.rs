@@ -9,6 +9,10 @@
 //! --mount-proc`) except for the start-up figure, which times `INIT --
 //! /bin/true` directly against `/bin/true` alone.
 
+#[path = "common/mod.rs"]
+mod common;
+
+use common::monotonic_ns;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
@@ -20,16 +24,6 @@ struct Init {
     path: String,
     /// Flags that make it behave like the others (subreaper, quiet).
     flags: Vec<String>,
-}
-
-fn monotonic_ns() -> u128 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: writes into a local timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u128 * 1_000_000_000 + ts.tv_nsec as u128
 }
 
 fn percentile(values: &mut [f64], p: f64) -> f64 {

@@ -9,18 +9,12 @@
 //!
 //! It needs no other program, so it also runs in a `FROM scratch` image.
 
+#[path = "common/mod.rs"]
+mod common;
+
+use common::monotonic_ns;
 use std::io::Write;
 use std::time::{Duration, Instant};
-
-fn monotonic_ns() -> u128 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: writes into a local timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u128 * 1_000_000_000 + ts.tv_nsec as u128
-}
 
 fn zombies_in_proc() -> usize {
     let Ok(entries) = std::fs::read_dir("/proc") else {
@@ -86,15 +80,7 @@ fn sigrecv() {
     let set = unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigfillset(&mut set);
-        for fault in [
-            libc::SIGSEGV,
-            libc::SIGBUS,
-            libc::SIGFPE,
-            libc::SIGILL,
-            libc::SIGABRT,
-            libc::SIGTRAP,
-            libc::SIGSYS,
-        ] {
+        for fault in drainit::signals::NEVER_TOUCHED {
             libc::sigdelset(&mut set, fault);
         }
         libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());

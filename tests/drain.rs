@@ -281,21 +281,22 @@ fn refused_connection_is_not_ready_but_the_child_may_exit_by_itself() {
     assert!(ms(&run.report["stop_to_exit_ms"]) < 10_000);
 }
 
+/// A stop against a drain endpoint that always gives `reply`.
+fn against(name: &str, reply: fn() -> Reply, flags: &[&str], child: &str) -> Run {
+    let scratch = Scratch::new(name);
+    let server = Server::start(move |_, _| reply());
+    let url = server.url("/drain");
+    let mut all = vec!["--drain-url", &url, "--grace", "20s"];
+    all.extend_from_slice(flags);
+    stop_run(&scratch, &all, child)
+}
+
 #[test]
 fn plain_200_text_is_ready() {
-    let scratch = Scratch::new("text");
-    let server = Server::start(|_, _| Reply::Send(200, "text/plain", "OK".into()));
-    let url = server.url("/healthz");
-    let run = stop_run(
-        &scratch,
-        &[
-            "--drain-url",
-            &url,
-            "--ready-grace",
-            "100ms",
-            "--grace",
-            "20s",
-        ],
+    let run = against(
+        "text",
+        || Reply::Send(200, "text/plain", "OK".into()),
+        &["--ready-grace", "100ms"],
         STUBBORN,
     );
     assert_eq!(run.code, 0);
@@ -304,26 +305,16 @@ fn plain_200_text_is_ready() {
 
 #[test]
 fn custom_drain_field() {
-    let scratch = Scratch::new("field");
-    let server = Server::start(|_, _| {
+    let reply = || {
         json(
             200,
             "{\"readyForTermination\":false,\"status\":{\"drained\":true}}",
         )
-    });
-    let url = server.url("/drain");
-    let run = stop_run(
-        &scratch,
-        &[
-            "--drain-url",
-            &url,
-            "--drain-field",
-            "/status/drained",
-            "--ready-grace",
-            "100ms",
-            "--grace",
-            "20s",
-        ],
+    };
+    let run = against(
+        "field",
+        reply,
+        &["--drain-field", "/status/drained", "--ready-grace", "100ms"],
         STUBBORN,
     );
     assert_eq!(run.code, 0, "{}", run.stderr);
@@ -332,20 +323,11 @@ fn custom_drain_field() {
 
 #[test]
 fn child_exiting_by_itself_after_ready_keeps_its_own_code() {
-    let scratch = Scratch::new("own-code");
-    let server = Server::start(|_, _| json(200, "{\"readyForTermination\":true}"));
-    let url = server.url("/drain");
     let child = "trap 'sleep 0.2; exit 7' TERM; touch \"$D/ready\"; while :; do sleep 0.05; done";
-    let run = stop_run(
-        &scratch,
-        &[
-            "--drain-url",
-            &url,
-            "--ready-grace",
-            "10s",
-            "--grace",
-            "20s",
-        ],
+    let run = against(
+        "own-code",
+        || json(200, "{\"readyForTermination\":true}"),
+        &["--ready-grace", "10s"],
         child,
     );
     assert_eq!(run.code, 7);
@@ -489,36 +471,35 @@ fn orphan_grace_terms_the_rest_and_waits_for_them() {
     );
 }
 
-#[test]
-fn json_logs_parse_line_by_line_and_end_with_the_report() {
-    let scratch = Scratch::new("json-logs");
+/// Busy with 2, then 1 active execution, then ready; run with `flags`.
+fn counting_down_run(name: &str, flags: &[&str]) -> (Scratch, Run) {
+    let scratch = Scratch::new(name);
     let server = Server::start(|_, i| {
-        json(
-            200,
-            &format!(
-                "{{\"readyForTermination\":{},\"activeExecutions\":{}}}",
-                i > 1,
-                2 - i.min(2)
-            ),
-        )
+        let body = format!(
+            "{{\"readyForTermination\":{},\"activeExecutions\":{}}}",
+            i > 1,
+            2 - i.min(2)
+        );
+        json(200, &body)
     });
     let url = server.url("/drain");
-    let run = stop_run(
-        &scratch,
-        &[
-            "--log-format",
-            "json",
-            "-vvv",
-            "--drain-url",
-            &url,
-            "--drain-interval",
-            "50ms",
-            "--ready-grace",
-            "100ms",
-        ],
-        STUBBORN,
-    );
-    assert_eq!(run.code, 0);
+    let mut all = vec![
+        "--drain-url",
+        &url,
+        "--drain-interval",
+        "50ms",
+        "--ready-grace",
+        "100ms",
+    ];
+    all.extend_from_slice(flags);
+    let run = stop_run(&scratch, &all, STUBBORN);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    (scratch, run)
+}
+
+#[test]
+fn json_logs_parse_line_by_line_and_end_with_the_report() {
+    let (_scratch, run) = counting_down_run("json-logs", &["--log-format", "json", "-vvv"]);
     let lines: Vec<Value> = run
         .stderr
         .lines()
@@ -541,36 +522,23 @@ fn json_logs_parse_line_by_line_and_end_with_the_report() {
 
 #[test]
 fn text_logs_show_progress_and_end_with_the_report() {
-    let scratch = Scratch::new("text-logs");
-    let server = Server::start(|_, i| {
-        json(
-            200,
-            &format!(
-                "{{\"readyForTermination\":{},\"activeExecutions\":{}}}",
-                i > 1,
-                2 - i.min(2)
-            ),
-        )
-    });
-    let url = server.url("/drain");
-    let run = stop_run(
-        &scratch,
-        &[
-            "--drain-url",
-            &url,
-            "--drain-interval",
-            "50ms",
-            "--ready-grace",
-            "100ms",
-        ],
-        STUBBORN,
-    );
-    assert_eq!(run.code, 0);
+    let (_scratch, run) = counting_down_run("text-logs", &[]);
     assert!(
         run.stderr.lines().all(|l| l.starts_with("[drainit] ")),
         "{}",
         run.stderr
     );
+    for progress in [
+        "activeExecutions=2",
+        "activeExecutions=1 (was 2)",
+        "activeExecutions=0 (was 1)",
+    ] {
+        assert!(
+            run.stderr.contains(progress),
+            "no {progress} in {}",
+            run.stderr
+        );
+    }
     let last = run.stderr.lines().last().unwrap();
     let report: Value = serde_json::from_str(last.split_once("exit report ").unwrap().1).unwrap();
     assert_eq!(report, run.report);

@@ -289,25 +289,32 @@ fn ecs_off_makes_no_request() {
     );
 }
 
-#[test]
-fn protection_follows_busy_and_idle_and_is_renewed() {
-    let scratch = Scratch::new("protect");
-    let state = Arc::new(Mutex::new(Agent::default()));
-    let server = fake_agent_idle_is_ready(Arc::clone(&state));
-    let args = [
+/// drainit with `--ecs-protect` (polled every second) against a fake agent
+/// whose app is busy until told otherwise; returns once the app runs.
+fn protected(name: &str, state: &Arc<Mutex<Agent>>, flags: &[&str]) -> (Scratch, Server, Drainit) {
+    let scratch = Scratch::new(name);
+    let server = fake_agent_idle_is_ready(Arc::clone(state));
+    let url = server.url("/drain");
+    let mut args = vec![
         "--ecs-protect",
         "--drain-url",
-        &server.url("/drain"),
+        &url,
         "--protect-interval",
         "1s",
-        "--protect-minutes",
-        "1",
     ];
-    let mut d = drainit(args)
+    args.extend_from_slice(flags);
+    let d = drainit(args)
         .with_args(sh(&scratch, STUBBORN))
         .env("ECS_AGENT_URI", &server.url("/api/abc"))
         .start();
     scratch.wait_file("ready");
+    (scratch, server, d)
+}
+
+#[test]
+fn protection_follows_busy_and_idle_and_is_renewed() {
+    let state = Arc::new(Mutex::new(Agent::default()));
+    let (_scratch, server, mut d) = protected("protect", &state, &["--protect-minutes", "1"]);
     wait_for("protection on", PATIENCE, || {
         (!puts(&server).is_empty()).then_some(())
     });
@@ -355,26 +362,11 @@ fn protection_follows_busy_and_idle_and_is_renewed() {
 
 #[test]
 fn a_refused_protection_request_is_retried_and_survived() {
-    let scratch = Scratch::new("protect-fail");
     let state = Arc::new(Mutex::new(Agent {
         protection_fails: true,
         ..Agent::default()
     }));
-    let server = fake_agent_idle_is_ready(Arc::clone(&state));
-    let args = [
-        "--ecs-protect",
-        "--drain-url",
-        &server.url("/drain"),
-        "--protect-interval",
-        "1s",
-        "--grace",
-        "1s",
-    ];
-    let mut d = drainit(args)
-        .with_args(sh(&scratch, STUBBORN))
-        .env("ECS_AGENT_URI", &server.url("/api/abc"))
-        .start();
-    scratch.wait_file("ready");
+    let (_scratch, server, mut d) = protected("protect-fail", &state, &["--grace", "1s"]);
     wait_for("a retry after TASK_NOT_VALID", PATIENCE, || {
         (puts(&server).len() >= 2).then_some(())
     });

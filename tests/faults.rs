@@ -229,55 +229,30 @@ fn child_exits_during_the_pre_stop_delay() {
     );
 }
 
+/// The child exits (with `code`) while a request to a hanging endpoint is
+/// in flight: `flag` is `--drain-url` or `--stop-url`.
+fn exit_while_hanging(name: &str, flag: &str, code: i32) {
+    let scratch = Scratch::new(name);
+    let hang = Server::start(|_, _| Reply::Hang);
+    let url = hang.url("/endpoint");
+    let flags = [flag, &url, "--drain-interval", "30s", "--grace", "60s"];
+    let r = exit_during(&scratch, &flags, code, |_| {
+        wait_for("the hanging request", PATIENCE, || {
+            (hang.count() == 1).then_some(())
+        });
+    });
+    assert_eq!(r["outcome"], "exited");
+    assert_eq!(r["child_status"]["exited"], code);
+}
+
 #[test]
 fn child_exits_while_a_drain_request_is_in_flight() {
-    let scratch = Scratch::new("exit-inflight");
-    let hang = Server::start(|_, _| Reply::Hang);
-    let url = hang.url("/drain");
-    let r = exit_during(
-        &scratch,
-        &[
-            "--drain-url",
-            &url,
-            "--drain-interval",
-            "30s",
-            "--grace",
-            "60s",
-        ],
-        4,
-        |_| {
-            wait_for("the hanging request", PATIENCE, || {
-                (hang.count() == 1).then_some(())
-            });
-        },
-    );
-    assert_eq!(r["outcome"], "exited");
-    assert_eq!(r["child_status"]["exited"], 4);
+    exit_while_hanging("exit-inflight", "--drain-url", 4);
 }
 
 #[test]
 fn child_exits_while_the_stop_hook_is_in_flight() {
-    let scratch = Scratch::new("exit-hook");
-    let hang = Server::start(|_, _| Reply::Hang);
-    let url = hang.url("/shutdown");
-    let r = exit_during(
-        &scratch,
-        &[
-            "--stop-url",
-            &url,
-            "--drain-interval",
-            "30s",
-            "--grace",
-            "60s",
-        ],
-        6,
-        |_| {
-            wait_for("the hanging hook", PATIENCE, || {
-                (hang.count() == 1).then_some(())
-            });
-        },
-    );
-    assert_eq!(r["outcome"], "exited");
+    exit_while_hanging("exit-hook", "--stop-url", 6);
 }
 
 #[test]
