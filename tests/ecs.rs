@@ -151,7 +151,9 @@ fn stopped_begins_the_drain_and_the_platform_sigterm_is_absorbed() {
     state.lock().unwrap().desired = "STOPPED";
     scratch.wait_file("term");
     let latency = flipped.elapsed();
-    eprintln!("ecs: TERM reached the app {latency:?} after DesiredStatus became STOPPED (interval 1 s)");
+    eprintln!(
+        "ecs: TERM reached the app {latency:?} after DesiredStatus became STOPPED (interval 1 s)"
+    );
     assert!(
         latency < Duration::from_millis(1000 + 2000),
         "TERM {latency:?} after STOPPED (interval 1s)"
