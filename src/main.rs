@@ -77,14 +77,18 @@ fn main() -> ExitCode {
         }
     };
     let code = outcome.exit_code(&policy);
-    let report = exit::report(&outcome, code, &summary);
-    if let Some(path) = &config.exit_report {
-        if let Err(e) = std::fs::write(path, format!("{report}\n")) {
-            warn!("cannot write the exit report to {}: {e}", path.display());
+    // The report is built only when someone reads it: a plain tini-style
+    // run with no stop and no --exit-report skips it.
+    if config.exit_report.is_some() || summary.stop_trigger.is_some() {
+        let report = exit::report(&outcome, code, &summary);
+        if let Some(path) = &config.exit_report {
+            if let Err(e) = std::fs::write(path, format!("{report}\n")) {
+                warn!("cannot write the exit report to {}: {e}", path.display());
+            }
         }
-    }
-    if summary.stop_trigger.is_some() {
-        log::info!(target: logging::REPORT_TARGET, "{report}");
+        if summary.stop_trigger.is_some() {
+            log::info!(target: logging::REPORT_TARGET, "{report}");
+        }
     }
     ExitCode::from(code)
 }

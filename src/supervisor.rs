@@ -552,9 +552,10 @@ impl Supervisor<'_> {
 
     /// Timers that are due.
     fn on_time(&mut self, now: Instant) {
-        match self.phase {
-            Phase::Ready { kill_at } if now >= kill_at => return self.escalate(Escalation::Ready),
-            _ => {}
+        if let Phase::Ready { kill_at } = self.phase {
+            if now >= kill_at {
+                return self.escalate(Escalation::Ready);
+            }
         }
         if self.deadline_armed() && self.stop.and_then(|s| s.deadline).is_some_and(|d| now >= d) {
             return self.escalate(Escalation::Deadline);
