@@ -14,48 +14,61 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 const SIZE: usize = 64 * 1024;
 
+/// The block and its bump counter, together: every `StartupArena` value
+/// is a handle to this one block, so two handles can never hand out the
+/// same bytes.
 #[repr(C, align(64))]
-struct Space(UnsafeCell<[u8; SIZE]>);
+struct Space {
+    bytes: UnsafeCell<[u8; SIZE]>,
+    used: AtomicUsize,
+}
 
-// SAFETY: disjoint regions are handed out by an atomic bump pointer, so no
-// two allocations ever alias.
+// SAFETY: disjoint regions are handed out by the one atomic bump counter,
+// so no two allocations ever alias.
 unsafe impl Sync for Space {}
 
-static SPACE: Space = Space(UnsafeCell::new([0; SIZE]));
+static SPACE: Space = Space {
+    bytes: UnsafeCell::new([0; SIZE]),
+    used: AtomicUsize::new(0),
+};
 
-/// Bump allocation from a static arena, then the system allocator.
+/// Bump allocation from the static arena, then the system allocator. A
+/// handle: every value shares the one block and its counter.
 pub struct StartupArena {
-    used: AtomicUsize,
+    _handle: (),
 }
 
 impl StartupArena {
     pub const fn new() -> StartupArena {
-        StartupArena {
-            used: AtomicUsize::new(0),
-        }
+        StartupArena { _handle: () }
     }
 
-    fn base() -> usize {
-        SPACE.0.get() as usize
+    /// The block's first byte. Arena pointers are derived from this one
+    /// (never made from integers), so Miri's strict provenance can check them.
+    fn base() -> *mut u8 {
+        SPACE.bytes.get().cast::<u8>()
     }
 
     fn owns(ptr: *mut u8) -> bool {
-        (Self::base()..Self::base() + SIZE).contains(&(ptr as usize))
+        let base = Self::base() as usize;
+        (base..base + SIZE).contains(&(ptr as usize))
     }
 
     fn bump(&self, layout: Layout) -> Option<*mut u8> {
-        let mut used = self.used.load(Ordering::Relaxed);
+        let base = Self::base() as usize;
+        let mut used = SPACE.used.load(Ordering::Relaxed);
         loop {
-            let start = (Self::base() + used).next_multiple_of(layout.align()) - Self::base();
+            let start = (base + used).next_multiple_of(layout.align()) - base;
             let end = start.checked_add(layout.size())?;
             if end > SIZE {
                 return None;
             }
-            match self
+            match SPACE
                 .used
                 .compare_exchange_weak(used, end, Ordering::Relaxed, Ordering::Relaxed)
             {
-                Ok(_) => return Some((Self::base() + start) as *mut u8),
+                // `start + size <= SIZE`: in bounds of the block.
+                Ok(_) => return Some(Self::base().wrapping_add(start)),
                 Err(now) => used = now,
             }
         }
@@ -130,6 +143,26 @@ mod tests {
             );
             arena.dealloc(d, big);
             arena.dealloc(b, Layout::from_size_align(10, 64).unwrap());
+        }
+    }
+
+    #[test]
+    fn two_handles_never_hand_out_the_same_bytes() {
+        let (one, two) = (StartupArena::new(), StartupArena::default());
+        let layout = Layout::from_size_align(32, 8).unwrap();
+        // SAFETY: test allocations with a valid layout, written in full.
+        unsafe {
+            let a = one.alloc(layout);
+            let b = two.alloc(layout);
+            assert!(StartupArena::owns(a) && StartupArena::owns(b));
+            let (a0, b0) = (a as usize, b as usize);
+            assert!(
+                a0 + 32 <= b0 || b0 + 32 <= a0,
+                "{a0:#x} and {b0:#x} overlap"
+            );
+            std::ptr::write_bytes(a, 0xaa, 32);
+            std::ptr::write_bytes(b, 0xbb, 32);
+            assert_eq!(*a.add(31), 0xaa, "b's writes reached a");
         }
     }
 }

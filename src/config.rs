@@ -7,9 +7,10 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::cli::RawArgs;
+use crate::cli::{self, RawArgs};
 use crate::http::{self, Target};
-use crate::{drain, signals};
+use crate::sources::{self, Cmd};
+use crate::{drain, notify, signals};
 
 /// The grace period when a drain option is set and `--grace` is not.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(25);
@@ -37,7 +38,7 @@ pub struct Config {
     pub remap_exit: Vec<u8>,
     /// dumb-init's `-r FROM:TO`; TO = 0 drops the signal.
     pub rewrite: Vec<(i32, i32)>,
-    /// `DRAINIT_LOG`: an env_logger filter that overrides the verbosity.
+    /// `DRAINIT_LOG`: an env_logger-style filter that overrides the verbosity.
     pub log_filter: Option<String>,
     pub log_format: LogFormat,
 
@@ -46,10 +47,22 @@ pub struct Config {
     /// Received signals that begin a stop.
     pub stop_signals: Vec<i32>,
     pub pre_stop_delay: Duration,
-    /// `--stop-url` and `--stop-method`.
-    pub stop_hook: Option<Target>,
-    pub drain_url: Option<String>,
+    /// Each `--stop-url`, with `--stop-method`.
+    pub stop_hooks: Vec<Target>,
+    /// Each `--drain-url`.
+    pub drain_urls: Vec<String>,
     pub drain_field: String,
+    /// `--stop-exec`: commands run once when the stop hooks fire.
+    pub stop_execs: Vec<Cmd>,
+    /// `--hook-timeout`: longest wait for the hooks (the timeline also
+    /// keeps it under half the time left to the deadline).
+    pub hook_timeout: Duration,
+    /// `--drain-exec`: readiness by command.
+    pub drain_execs: Vec<Cmd>,
+    /// `--drain-timeout`: longest run of a drain command.
+    pub drain_timeout: Duration,
+    /// `--drain-file`: readiness by file.
+    pub drain_files: Vec<PathBuf>,
     pub drain_interval: Duration,
     pub ready_grace: Duration,
     pub orphan_grace: Duration,
@@ -57,6 +70,18 @@ pub struct Config {
     pub exit_report: Option<PathBuf>,
     /// Amazon ECS integration, when active.
     pub ecs: Option<EcsConfig>,
+    /// `--notify`: receive the app's sd_notify messages.
+    pub notify: Option<NotifyConfig>,
+    /// `--grace-max`: how far extensions may move the deadline from t0
+    /// (equal to `grace` unless set).
+    pub grace_max: Option<Duration>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotifyConfig {
+    /// `--notify-socket`: a file system path instead of an abstract name.
+    pub socket: Option<PathBuf>,
+    pub access: notify::Access,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,61 +151,74 @@ impl Env<'_> {
         (self.0)(name).is_some()
     }
 
-    /// The flag's value if given, else its `DRAINIT_*` variable.
-    fn setting(
-        &self,
-        flag: Option<String>,
-        flag_name: &str,
-        var: &str,
-    ) -> Result<Option<Setting>, UsageError> {
+    /// The flag `--long`'s value if given, else its `DRAINIT_*` variable,
+    /// whose name comes from the long name (`cli::env_var`), never typed
+    /// twice.
+    fn setting(&self, flag: Option<String>, long: &str) -> Result<Option<Setting>, UsageError> {
         if let Some(text) = flag {
             return Ok(Some(Setting {
                 text,
-                origin: flag_name.to_string(),
+                origin: format!("--{long}"),
             }));
         }
-        Ok(self.get(var)?.map(|text| Setting {
-            text,
-            origin: var.to_string(),
-        }))
+        let var = cli::env_var(long);
+        Ok(self.get(&var)?.map(|text| Setting { text, origin: var }))
     }
 
     /// Repeatable flags; the variable holds a comma-separated list.
-    fn list(
-        &self,
-        flags: Vec<String>,
-        flag_name: &str,
-        var: &str,
-    ) -> Result<Vec<Setting>, UsageError> {
+    fn list(&self, flags: Vec<String>, long: &str) -> Result<Vec<Setting>, UsageError> {
         if !flags.is_empty() {
             return Ok(flags
                 .into_iter()
                 .map(|text| Setting {
                     text,
-                    origin: flag_name.to_string(),
+                    origin: format!("--{long}"),
                 })
                 .collect());
         }
+        let var = cli::env_var(long);
         Ok(self
-            .get(var)?
+            .get(&var)?
             .map(|all| {
                 all.split(',')
                     .map(|part| Setting {
                         text: part.trim().to_string(),
-                        origin: var.to_string(),
+                        origin: var.clone(),
                     })
                     .collect()
             })
             .unwrap_or_default())
     }
 
-    fn flag(&self, flag: bool, var: &str) -> Result<bool, UsageError> {
+    /// Repeatable command flags; the variable holds one command per line,
+    /// since commands contain commas. Blank lines are skipped.
+    fn lines(&self, flags: Vec<String>, long: &str) -> Result<Vec<Setting>, UsageError> {
+        if !flags.is_empty() {
+            return self.list(flags, long);
+        }
+        let var = cli::env_var(long);
+        Ok(self
+            .get(&var)?
+            .map(|all| {
+                all.lines()
+                    .filter(|line| !line.trim().is_empty())
+                    .map(|line| Setting {
+                        text: line.to_string(),
+                        origin: var.clone(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
+    fn flag(&self, flag: bool, long: &str) -> Result<bool, UsageError> {
         if flag {
             return Ok(true);
         }
-        match self.get(var)? {
+        let var = cli::env_var(long);
+        match self.get(&var)? {
             None => Ok(false),
-            Some(text) => parse_bool(&text).map_err(|e| invalid(&text, var, &e)),
+            Some(text) => parse_bool(&text).map_err(|e| invalid(&text, &var, &e)),
         }
     }
 }
@@ -356,8 +394,44 @@ fn parse_protect_minutes(text: &str) -> Result<u32, String> {
     }
 }
 
+/// `--notify-socket`: absolute, so it means the same for drainit and the app.
+fn parse_socket_path(text: &str) -> Result<PathBuf, String> {
+    if !text.starts_with('/') {
+        return Err("expected an absolute path".into());
+    }
+    Ok(PathBuf::from(text))
+}
+
 fn parse_path(text: &str) -> Result<PathBuf, String> {
     Ok(PathBuf::from(text))
+}
+
+fn parse_drain_file(text: &str) -> Result<PathBuf, String> {
+    if text.trim().is_empty() {
+        return Err("expected a file path".into());
+    }
+    Ok(PathBuf::from(text.trim()))
+}
+
+/// The values of a repeatable source option, each parsed, none given twice
+/// (as typed, spaces around aside): a source given twice is a mistake (it
+/// would be asked twice per round). A `dyn` parser keeps one copy of this
+/// per value type in the binary.
+fn unique<T>(
+    settings: Vec<Setting>,
+    parse: &dyn Fn(&str) -> Result<T, String>,
+) -> Result<Vec<T>, UsageError> {
+    let mut out = Vec::with_capacity(settings.len());
+    for (i, setting) in settings.iter().enumerate() {
+        let text = setting.text.trim();
+        if settings[..i].iter().any(|s| s.text.trim() == text) {
+            return Err(invalid(text, &setting.origin, "given twice"));
+        }
+        out.push(
+            parse(&setting.text).map_err(|why| invalid(&setting.text, &setting.origin, &why))?,
+        );
+    }
+    Ok(out)
 }
 
 fn parse_verbosity(text: &str) -> Result<u8, String> {
@@ -395,57 +469,124 @@ impl Config {
         let args = command.collect();
 
         let pdeathsig = env
-            .setting(raw.pdeathsig, "-p/--pdeathsig", "DRAINIT_PDEATHSIG")?
+            .setting(raw.pdeathsig, "pdeathsig")?
             .map(|s| s.parse(signals::parse_signal))
             .transpose()?;
 
         let remap_exit = env
-            .list(raw.remap_exit, "-e/--remap-exit", "DRAINIT_REMAP_EXIT")?
+            .list(raw.remap_exit, "remap-exit")?
             .iter()
             .map(|s| s.parse(parse_exit_code))
             .collect::<Result<Vec<_>, _>>()?;
 
         let rewrite = env
-            .list(raw.rewrite, "-r/--rewrite", "DRAINIT_REWRITE")?
+            .list(raw.rewrite, "rewrite")?
             .iter()
             .map(|s| s.parse(parse_rewrite))
             .collect::<Result<Vec<_>, _>>()?;
 
         // One helper per kind of value keeps every error naming its option.
-        let get = |flag: Option<String>, name: &str, var: &str| env.setting(flag, name, var);
-        let duration =
-            |flag, name: &str, var: &str, default: Duration| -> Result<Duration, UsageError> {
-                Ok(get(flag, name, var)?
-                    .map(|s| s.parse(parse_duration))
-                    .transpose()?
-                    .unwrap_or(default))
-            };
-        let stop_url = get(raw.stop_url, "--stop-url", "DRAINIT_STOP_URL")?
-            .map(|s| s.parse(parse_url))
-            .transpose()?;
-        let stop_method = get(raw.stop_method, "--stop-method", "DRAINIT_STOP_METHOD")?
+        let get = |flag: Option<String>, long: &str| env.setting(flag, long);
+        let duration = |flag, long: &str, default: Duration| -> Result<Duration, UsageError> {
+            Ok(get(flag, long)?
+                .map(|s| s.parse(parse_duration))
+                .transpose()?
+                .unwrap_or(default))
+        };
+        let stop_urls = unique(env.list(raw.stop_url, "stop-url")?, &parse_url)?;
+        let stop_method = get(raw.stop_method, "stop-method")?
             .map(|s| s.parse(parse_method))
             .transpose()?
             .unwrap_or_else(|| "POST".into());
-        let drain_url = get(raw.drain_url, "--drain-url", "DRAINIT_DRAIN_URL")?
-            .map(|s| s.parse(parse_url))
+        let drain_urls = unique(env.list(raw.drain_url, "drain-url")?, &parse_url)?;
+        let pre_stop_delay = duration(raw.pre_stop_delay, "pre-stop-delay", Duration::ZERO)?;
+        // Programs are found on the PATH drainit runs them with.
+        let path = (env.0)("PATH").and_then(|p| p.into_string().ok());
+        let parse_cmd = |text: &str| sources::parse_command(text, path.as_deref());
+        let stop_execs = unique(env.lines(raw.stop_exec, "stop-exec")?, &parse_cmd)?;
+        let drain_execs = unique(env.lines(raw.drain_exec, "drain-exec")?, &parse_cmd)?;
+        let drain_files = unique(env.list(raw.drain_file, "drain-file")?, &parse_drain_file)?;
+        let hook_timeout = get(raw.hook_timeout, "hook-timeout")?
+            .map(|s| s.parse(parse_interval))
             .transpose()?;
-        let pre_stop_delay = duration(
-            raw.pre_stop_delay,
-            "--pre-stop-delay",
-            "DRAINIT_PRE_STOP_DELAY",
-            Duration::ZERO,
-        )?;
-        let ecs = Self::ecs_from(&raw_ecs, &env, drain_url.is_some())?;
-        let drain_active = drain_url.is_some()
-            || stop_url.is_some()
+        let drain_timeout = get(raw.drain_timeout, "drain-timeout")?
+            .map(|s| s.parse(parse_interval))
+            .transpose()?
+            .unwrap_or(Duration::from_secs(5));
+        // Task protection asks the sources that can say "busy": URLs and
+        // commands (a drain file only appears at the end of a stop).
+        let protect_sources = !drain_urls.is_empty() || !drain_execs.is_empty();
+        let ecs = Self::ecs_from(&raw_ecs, &env, protect_sources)?;
+        let notify_socket = get(raw.notify_socket, "notify-socket")?
+            .map(|s| s.parse(parse_socket_path))
+            .transpose()?;
+        let notify_access = get(raw.notify_access, "notify-access")?
+            .map(|s| s.parse(notify::parse_access))
+            .transpose()?
+            .unwrap_or(notify::Access::All);
+        // A socket path implies --notify.
+        let notify =
+            (env.flag(raw.notify, "notify")? || notify_socket.is_some()).then_some(NotifyConfig {
+                socket: notify_socket,
+                access: notify_access,
+            });
+        let drain_active = !drain_urls.is_empty()
+            || notify.is_some()
+            || !stop_urls.is_empty()
+            || !stop_execs.is_empty()
+            || !drain_execs.is_empty()
+            || !drain_files.is_empty()
             || !pre_stop_delay.is_zero()
             || ecs
                 .as_ref()
                 .is_some_and(|e| e.metadata_uri.is_some() || e.protect.is_some());
-        let grace = match get(raw.grace, "--grace", "DRAINIT_GRACE")? {
+        let grace = match get(raw.grace, "grace")? {
             Some(s) => s.parse(parse_grace)?,
             None => drain_active.then_some(DEFAULT_GRACE),
+        };
+        // The deadline must leave the app time to get its stop signal: a
+        // delay that reaches it would mean SIGKILL without any warning.
+        if let Some(grace) = grace.filter(|g| pre_stop_delay >= *g) {
+            return Err(UsageError(format!(
+                "--pre-stop-delay ({} ms) must be shorter than --grace ({} ms): the app would be killed before it got its stop signal",
+                crate::supervisor::millis(pre_stop_delay),
+                crate::supervisor::millis(grace)
+            )));
+        }
+        // An explicit hook timeout must fit between the delay and the
+        // deadline, or the stop signal could not come before SIGKILL.
+        if let (Some(grace), Some(hook)) = (grace, hook_timeout) {
+            if pre_stop_delay + hook >= grace {
+                return Err(UsageError(format!(
+                    "--pre-stop-delay ({} ms) + --hook-timeout ({} ms) must be shorter than --grace ({} ms)",
+                    crate::supervisor::millis(pre_stop_delay),
+                    crate::supervisor::millis(hook),
+                    crate::supervisor::millis(grace)
+                )));
+            }
+        }
+        let grace_max = match get(raw.grace_max, "grace-max")? {
+            None => grace,
+            Some(s) => {
+                let max = s.parse(parse_duration)?;
+                match grace {
+                    None => {
+                        return Err(UsageError(format!(
+                        "{} needs a deadline, and there is none (--grace none, or no drain option)",
+                        s.origin
+                    )))
+                    }
+                    Some(g) if max < g => {
+                        return Err(UsageError(format!(
+                            "{} ({} ms) must not be below --grace ({} ms)",
+                            s.origin,
+                            crate::supervisor::millis(max),
+                            crate::supervisor::millis(g)
+                        )))
+                    }
+                    Some(_) => Some(max),
+                }
+            }
         };
 
         // tini: each -v adds one to the default of 1; TINI_VERBOSITY replaces
@@ -456,9 +597,19 @@ impl Config {
         let mut verbosity = if raw.verbose > 0 {
             1u8.saturating_add(raw.verbose).min(4)
         } else {
-            match env.get("DRAINIT_VERBOSITY")? {
-                Some(text) => {
-                    parse_verbosity(&text).map_err(|e| invalid(&text, "DRAINIT_VERBOSITY", &e))?
+            // DRAINIT_VERBOSE is `--verbose`'s own variable (a level, as
+            // a count of -v makes no sense in a variable); DRAINIT_VERBOSITY
+            // is the older spelling, still read.
+            let verbose = cli::env_var("verbose");
+            let found = match env.get(&verbose)? {
+                Some(text) => Some((text, verbose)),
+                None => env
+                    .get("DRAINIT_VERBOSITY")?
+                    .map(|text| (text, "DRAINIT_VERBOSITY".to_string())),
+            };
+            match found {
+                Some((text, var)) => {
+                    parse_verbosity(&text).map_err(|e| invalid(&text, &var, &e))?
                 }
                 None => default_verbosity,
             }
@@ -468,66 +619,62 @@ impl Config {
         }
 
         Ok(Request::Run(Box::new(Config {
-            log_format: get(raw.log_format, "--log-format", "DRAINIT_LOG_FORMAT")?
+            notify,
+            grace_max,
+            log_format: get(raw.log_format, "log-format")?
                 .map(|s| s.parse(parse_log_format))
                 .transpose()?
                 .unwrap_or(LogFormat::Text),
             grace,
-            stop_signals: get(raw.stop_signals, "--stop-signals", "DRAINIT_STOP_SIGNALS")?
+            stop_signals: get(raw.stop_signals, "stop-signals")?
                 .map(|s| s.parse(parse_signal_list))
                 .transpose()?
                 .unwrap_or_else(|| vec![libc::SIGTERM, libc::SIGINT]),
             pre_stop_delay,
-            stop_hook: stop_url.map(|url| Target {
-                method: stop_method,
-                url,
-            }),
-            drain_url,
-            drain_field: get(raw.drain_field, "--drain-field", "DRAINIT_DRAIN_FIELD")?
+            stop_hooks: stop_urls
+                .into_iter()
+                .map(|url| Target {
+                    method: stop_method.clone(),
+                    url,
+                })
+                .collect(),
+            drain_urls,
+            drain_field: get(raw.drain_field, "drain-field")?
                 .map(|s| s.parse(parse_pointer))
                 .transpose()?
                 .unwrap_or_else(|| "/readyForTermination".into()),
-            drain_interval: get(
-                raw.drain_interval,
-                "--drain-interval",
-                "DRAINIT_DRAIN_INTERVAL",
-            )?
-            .map(|s| s.parse(parse_interval))
-            .transpose()?
-            .unwrap_or(Duration::from_secs(1)),
-            ready_grace: duration(
-                raw.ready_grace,
-                "--ready-grace",
-                "DRAINIT_READY_GRACE",
-                Duration::from_secs(2),
-            )?,
-            orphan_grace: duration(
-                raw.orphan_grace,
-                "--orphan-grace",
-                "DRAINIT_ORPHAN_GRACE",
-                Duration::ZERO,
-            )?,
-            deadline_exit_code: get(
-                raw.deadline_exit_code,
-                "--deadline-exit-code",
-                "DRAINIT_DEADLINE_EXIT_CODE",
-            )?
-            .map(|s| s.parse(parse_exit_code))
-            .transpose()?
-            .unwrap_or(124),
-            exit_report: get(raw.exit_report, "--exit-report", "DRAINIT_EXIT_REPORT")?
+            stop_execs,
+            hook_timeout: hook_timeout.unwrap_or(Duration::from_secs(10)),
+            drain_execs,
+            drain_timeout,
+            drain_files,
+            drain_interval: get(raw.drain_interval, "drain-interval")?
+                .map(|s| s.parse(parse_interval))
+                .transpose()?
+                .unwrap_or(Duration::from_secs(1)),
+            ready_grace: duration(raw.ready_grace, "ready-grace", Duration::from_secs(2))?,
+            orphan_grace: duration(raw.orphan_grace, "orphan-grace", Duration::ZERO)?,
+            deadline_exit_code: get(raw.deadline_exit_code, "deadline-exit-code")?
+                .map(|s| s.parse(parse_exit_code))
+                .transpose()?
+                .unwrap_or(124),
+            exit_report: get(raw.exit_report, "exit-report")?
                 .map(|s| s.parse(parse_path))
                 .transpose()?,
             ecs,
             program,
             args,
-            subreaper: env.flag(raw.subreaper, "DRAINIT_SUBREAPER")?
-                || env.is_set("TINI_SUBREAPER"),
+            subreaper: env.flag(raw.subreaper, "subreaper")? || env.is_set("TINI_SUBREAPER"),
             pdeathsig,
             verbosity,
-            warn_on_reap: env.flag(raw.warn_on_reap, "DRAINIT_WARN_ON_REAP")?,
-            kill_process_group: env.flag(raw.kill_process_group, "DRAINIT_KILL_PROCESS_GROUP")?
-                || env.is_set("TINI_KILL_PROCESS_GROUP"),
+            warn_on_reap: env.flag(raw.warn_on_reap, "warn-on-reap")?,
+            // dumb-init: DUMB_INIT_SETSID=0 and -c mean "the child only"
+            // (drainit's default); any other value is its session mode,
+            // which for signals is -g. -c, a flag, beats every variable.
+            kill_process_group: !raw.single_child
+                && (env.flag(raw.kill_process_group, "kill-process-group")?
+                    || env.is_set("TINI_KILL_PROCESS_GROUP")
+                    || env.get("DUMB_INIT_SETSID")?.is_some_and(|v| v != "0")),
             remap_exit,
             rewrite,
             log_filter: env.get("DRAINIT_LOG")?,
@@ -542,16 +689,12 @@ impl Config {
         has_drain_url: bool,
     ) -> Result<Option<EcsConfig>, UsageError> {
         let mode = env
-            .setting(raw.mode.clone(), "--ecs", "DRAINIT_ECS")?
+            .setting(raw.mode.clone(), "ecs")?
             .map(|s| s.parse(parse_ecs_mode))
             .transpose()?
             .unwrap_or(EcsMode::Auto);
         let interval = env
-            .setting(
-                raw.interval.clone(),
-                "--ecs-interval",
-                "DRAINIT_ECS_INTERVAL",
-            )?
+            .setting(raw.interval.clone(), "ecs-interval")?
             .map(|s| s.parse(parse_ecs_interval))
             .transpose()?
             .unwrap_or(Duration::from_secs(5));
@@ -579,7 +722,7 @@ impl Config {
             (_, Some(setting)) => Some(setting.parse(parse_url)?),
             (EcsMode::Auto, None) => None,
         };
-        let protect = if env.flag(raw.protect, "DRAINIT_ECS_PROTECT")? {
+        let protect = if env.flag(raw.protect, "ecs-protect")? {
             if mode == EcsMode::Off {
                 return Err(UsageError(
                     "--ecs-protect cannot be used with --ecs off".into(),
@@ -587,7 +730,8 @@ impl Config {
             }
             if !has_drain_url {
                 return Err(UsageError(
-                    "--ecs-protect needs --drain-url to know when the app is busy".into(),
+                    "--ecs-protect needs --drain-url or --drain-exec to know when the app is busy"
+                        .into(),
                 ));
             }
             let agent_uri = env.get("ECS_AGENT_URI")?.ok_or_else(|| {
@@ -601,20 +745,12 @@ impl Config {
             Some(ProtectConfig {
                 agent_uri,
                 interval: env
-                    .setting(
-                        raw.protect_interval.clone(),
-                        "--protect-interval",
-                        "DRAINIT_PROTECT_INTERVAL",
-                    )?
+                    .setting(raw.protect_interval.clone(), "protect-interval")?
                     .map(|s| s.parse(parse_ecs_interval))
                     .transpose()?
                     .unwrap_or(Duration::from_secs(10)),
                 minutes: env
-                    .setting(
-                        raw.protect_minutes.clone(),
-                        "--protect-minutes",
-                        "DRAINIT_PROTECT_MINUTES",
-                    )?
+                    .setting(raw.protect_minutes.clone(), "protect-minutes")?
                     .map(|s| s.parse(parse_protect_minutes))
                     .transpose()?
                     .unwrap_or(60),
@@ -735,14 +871,17 @@ mod tests {
         assert_eq!(parse_rewrite("TERM:QUIT"), Ok((15, 3)));
         assert_eq!(parse_rewrite("15:0"), Ok((15, 0)));
         assert_eq!(parse_rewrite("sigint:SIGTERM"), Ok((2, 15)));
+        // Any forwarded signal is a source, fault and job-control ones too.
+        assert_eq!(parse_rewrite("SEGV:TERM"), Ok((11, 15)));
+        assert_eq!(parse_rewrite("TTIN:HUP"), Ok((21, 1)));
         for text in [
             "TERM",
             "TERM:",
             ":QUIT",
             "TERM:BOGUS",
             "CHLD:TERM",
-            "SEGV:TERM",
             "KILL:TERM",
+            "STOP:TERM",
             "TERM:QUIT:HUP",
         ] {
             assert!(parse_rewrite(text).is_err(), "{text:?}");
@@ -831,9 +970,9 @@ mod tests {
     fn bad_values_name_the_option_in_one_line() {
         type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
         let cases: [Case; 8] = [
-            (&["-e", "256", "x"], &[], "-e/--remap-exit"),
-            (&["-p", "NOPE", "x"], &[], "-p/--pdeathsig"),
-            (&["-r", "TERM", "x"], &[], "-r/--rewrite"),
+            (&["-e", "256", "x"], &[], "--remap-exit"),
+            (&["-p", "NOPE", "x"], &[], "--pdeathsig"),
+            (&["-r", "TERM", "x"], &[], "--rewrite"),
             (
                 &["x"],
                 &[("DRAINIT_REMAP_EXIT", "1,x")],
@@ -875,7 +1014,7 @@ mod tests {
         assert_eq!(c.verbosity, 2, "drain progress is shown by default");
         let c = parse(&["--stop-url", "http://127.0.0.1:1/s", "x"]);
         assert_eq!(c.grace, Some(DEFAULT_GRACE));
-        assert_eq!(c.stop_hook.unwrap().method, "POST");
+        assert_eq!(c.stop_hooks[0].method, "POST");
         let c = parse(&["--pre-stop-delay", "5s", "x"]);
         assert_eq!(c.grace, Some(DEFAULT_GRACE));
     }
@@ -919,11 +1058,11 @@ mod tests {
             ("DRAINIT_LOG_FORMAT", "JSON"),
         ];
         let c = parse_with(&["x"], &vars).unwrap();
-        assert_eq!(c.drain_url.as_deref(), Some("http://127.0.0.1:9/drain"));
+        assert_eq!(c.drain_urls, ["http://127.0.0.1:9/drain"]);
         assert_eq!(c.drain_field, "/a/b");
         assert_eq!(c.drain_interval, Duration::from_millis(250));
         assert_eq!(c.stop_signals, [libc::SIGTERM, libc::SIGQUIT]);
-        assert_eq!(c.stop_hook.as_ref().unwrap().method, "DELETE");
+        assert_eq!(c.stop_hooks[0].method, "DELETE");
         assert_eq!(c.ready_grace, Duration::ZERO);
         assert_eq!(c.orphan_grace, Duration::from_secs(3));
         assert_eq!(c.pre_stop_delay, Duration::from_secs(1));
@@ -1076,5 +1215,264 @@ mod tests {
         assert_eq!(c.rewritten(libc::SIGTERM), Some(libc::SIGQUIT));
         assert_eq!(c.rewritten(libc::SIGHUP), None);
         assert_eq!(c.rewritten(libc::SIGUSR1), Some(libc::SIGUSR1));
+    }
+
+    /// The environment every option can be checked against: ECS metadata
+    /// and task protection active, so their options are read too.
+    const ALL_ON: [(&str, &str); 4] = [
+        ("ECS_CONTAINER_METADATA_URI_V4", "http://127.0.0.1:1/v4"),
+        ("ECS_AGENT_URI", "http://127.0.0.1:1/api"),
+        ("DRAINIT_ECS_PROTECT", "1"),
+        ("DRAINIT_DRAIN_URL", "http://127.0.0.1:1/d"),
+    ];
+
+    /// Every long option that is a setting, with its help text.
+    fn settings_with_help() -> Vec<(String, String)> {
+        cli::command()
+            .get_arguments()
+            .filter_map(|a| {
+                let long = a.get_long()?;
+                let help = a.get_help().map(|h| h.to_string()).unwrap_or_default();
+                (!cli::NO_VARIABLE.contains(&long)).then(|| (long.to_string(), help))
+            })
+            .collect()
+    }
+
+    #[test]
+    // Dozens of full parses: minutes under Miri, and no unsafe code in them.
+    #[cfg_attr(miri, ignore)]
+    fn every_long_option_has_a_working_variable_listed_in_help() {
+        let help = cli::command().render_help().to_string();
+        parse_with(&["x"], &ALL_ON).expect("the base environment is valid");
+        let options = settings_with_help();
+        assert!(options.len() >= 25, "{options:?}");
+        for (long, _) in &options {
+            let var = cli::env_var(long);
+            assert!(
+                help.contains(&format!("[env: {var}]")),
+                "--help does not list {var}"
+            );
+            let mut env: Vec<(&str, &str)> =
+                ALL_ON.iter().copied().filter(|(k, _)| *k != var).collect();
+            env.push((&var, "@@"));
+            match parse_with(&["x"], &env) {
+                Err(e) => assert!(e.0.contains(&var), "{var}=@@ gave {e}"),
+                // Any text is a valid path: then it must have arrived.
+                Ok(c) if var == "DRAINIT_DRAIN_FILE" => {
+                    assert_eq!(c.drain_files, [PathBuf::from("@@")])
+                }
+                Ok(c) => assert_eq!(
+                    c.exit_report,
+                    Some(PathBuf::from("@@")),
+                    "{var} was silently ignored"
+                ),
+            }
+        }
+    }
+
+    #[test]
+    // Dozens of full parses: minutes under Miri, and no unsafe code in them.
+    #[cfg_attr(miri, ignore)]
+    fn every_default_in_help_is_the_default() {
+        let base = parse_with(&["x"], &ALL_ON).unwrap();
+        let mut checked = 0;
+        for (long, help) in settings_with_help() {
+            let Some(default) = help
+                .split("[default: ")
+                .nth(1)
+                .and_then(|rest| rest.split(']').next())
+                .filter(|d| !d.contains(' '))
+            else {
+                continue;
+            };
+            let var = cli::env_var(&long);
+            let mut env: Vec<(&str, &str)> =
+                ALL_ON.iter().copied().filter(|(k, _)| *k != var).collect();
+            env.push((&var, default));
+            let explicit = parse_with(&["x"], &env)
+                .unwrap_or_else(|e| panic!("{var}={default} from --help: {e}"));
+            assert_eq!(
+                explicit, base,
+                "--{long}: help says the default is {default}"
+            );
+            checked += 1;
+        }
+        assert!(checked >= 12, "only {checked} defaults checked");
+    }
+
+    #[test]
+    fn source_options_and_their_variables() {
+        let c = parse(&[
+            "--stop-exec",
+            "sh -c 'echo a, b'",
+            "--drain-exec",
+            "true",
+            "--drain-exec",
+            "false x",
+            "--drain-file",
+            "/tmp/a",
+            "x",
+        ]);
+        assert_eq!(c.stop_execs[0].argv, ["sh", "-c", "echo a, b"]);
+        assert_eq!(c.drain_execs.len(), 2);
+        assert_eq!(c.drain_files, [PathBuf::from("/tmp/a")]);
+        assert_eq!(c.hook_timeout, Duration::from_secs(10));
+        assert_eq!(c.drain_timeout, Duration::from_secs(5));
+        assert_eq!(
+            c.grace,
+            Some(DEFAULT_GRACE),
+            "a drain source sets the grace"
+        );
+        let c = parse_with(
+            &["x"],
+            &[
+                ("DRAINIT_DRAIN_EXEC", "true\n\nsh -c 'exit 0, 1'\n"),
+                ("DRAINIT_STOP_EXEC", "true"),
+                ("DRAINIT_DRAIN_FILE", "/tmp/a, /tmp/b"),
+                ("DRAINIT_HOOK_TIMEOUT", "3s"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(c.drain_execs[1].argv, ["sh", "-c", "exit 0, 1"]);
+        assert_eq!(c.drain_execs.len(), 2, "one command per line");
+        assert_eq!(
+            c.drain_files,
+            [PathBuf::from("/tmp/a"), PathBuf::from("/tmp/b")]
+        );
+        assert_eq!(c.hook_timeout, Duration::from_secs(3));
+    }
+
+    #[test]
+    fn bad_sources_are_usage_errors() {
+        for (args, needle) in [
+            (&["--stop-exec", "", "x"][..], "--stop-exec"),
+            (&["--drain-exec", "sh -c 'x", "x"], "unclosed quote"),
+            (
+                &["--drain-exec", "no-such-program-drainit", "x"],
+                "not found",
+            ),
+            (&["--drain-exec", "/etc/passwd", "x"], "not an executable"),
+            (
+                &["--drain-exec", "true", "--drain-exec", "true", "x"],
+                "twice",
+            ),
+            (&["--drain-file", "/a", "--drain-file", "/a", "x"], "twice"),
+            (&["--drain-file", " ", "x"], "--drain-file"),
+            (&["--hook-timeout", "0", "x"], "--hook-timeout"),
+            (&["--drain-timeout", "x", "x"], "--drain-timeout"),
+            (
+                &[
+                    "--stop-exec",
+                    "true",
+                    "--grace",
+                    "10s",
+                    "--hook-timeout",
+                    "10s",
+                    "x",
+                ],
+                "--hook-timeout",
+            ),
+            (
+                &[
+                    "--stop-exec",
+                    "true",
+                    "--grace",
+                    "10s",
+                    "--pre-stop-delay",
+                    "4s",
+                    "--hook-timeout",
+                    "6s",
+                    "x",
+                ],
+                "--hook-timeout",
+            ),
+        ] {
+            let e = parse_with(args, &[]).unwrap_err();
+            assert!(e.0.contains(needle), "{args:?}: {e}");
+            assert!(!e.0.contains('\n'), "one line: {e}");
+        }
+        // No deadline: any hook timeout fits.
+        parse(&[
+            "--stop-exec",
+            "true",
+            "--grace",
+            "none",
+            "--hook-timeout",
+            "3600s",
+            "x",
+        ]);
+    }
+
+    #[test]
+    fn drainit_verbose_is_read() {
+        let c = parse_with(&["x"], &[("DRAINIT_VERBOSE", "3")]).unwrap();
+        assert_eq!(c.verbosity, 3);
+        let c = parse_with(&["-v", "x"], &[("DRAINIT_VERBOSE", "4")]).unwrap();
+        assert_eq!(c.verbosity, 2, "-v beats the variable");
+    }
+
+    #[test]
+    fn notify_options() {
+        let c = parse(&["x"]);
+        assert_eq!(c.notify, None);
+        assert_eq!(c.grace_max, None);
+        let c = parse(&["--notify", "x"]);
+        let n = c.notify.unwrap();
+        assert_eq!((n.socket, n.access), (None, notify::Access::All));
+        assert_eq!(c.grace, Some(DEFAULT_GRACE), "--notify is a drain option");
+        assert_eq!(c.grace_max, c.grace, "grace-max defaults to grace");
+        assert_eq!(c.verbosity, 2);
+        let c = parse(&["--notify-socket", "/run/n.sock", "x"]);
+        assert_eq!(
+            c.notify.unwrap().socket,
+            Some(PathBuf::from("/run/n.sock")),
+            "a socket path implies --notify"
+        );
+        let c = parse(&["--notify-access", "main", "x"]);
+        assert_eq!(
+            c.notify, None,
+            "--notify-access alone does not switch it on"
+        );
+        let c = parse_with(
+            &["x"],
+            &[
+                ("DRAINIT_NOTIFY", "1"),
+                ("DRAINIT_NOTIFY_ACCESS", "main"),
+                ("DRAINIT_GRACE", "30s"),
+                ("DRAINIT_GRACE_MAX", "110s"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(c.notify.unwrap().access, notify::Access::Main);
+        assert_eq!(c.grace_max, Some(Duration::from_secs(110)));
+        let c = parse(&["--grace", "30s", "--grace-max", "30s", "x"]);
+        assert_eq!(c.grace_max, Some(Duration::from_secs(30)), "equal is fine");
+        for args in [
+            &["--grace", "30s", "--grace-max", "29s", "x"][..],
+            &["--grace", "none", "--grace-max", "60s", "x"],
+            &["--grace-max", "60s", "x"],
+            &["--notify", "--grace-max", "1h", "x"],
+        ] {
+            let e = parse_with(args, &[]).unwrap_err();
+            assert!(e.0.contains("--grace-max"), "{args:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_pre_stop_delay_must_end_before_the_deadline() {
+        for (delay, grace) in [("2s", "1s"), ("1s", "1s"), ("30s", "25s")] {
+            let e =
+                parse_with(&["--pre-stop-delay", delay, "--grace", grace, "x"], &[]).unwrap_err();
+            assert!(
+                e.0.contains("--pre-stop-delay") && e.0.contains("--grace"),
+                "{e}"
+            );
+        }
+        // The default grace a delay switches on counts too.
+        assert!(parse_with(&["--pre-stop-delay", "30s", "x"], &[]).is_err());
+        let c = parse_with(&["--pre-stop-delay", "30s", "--grace", "none", "x"], &[]).unwrap();
+        assert_eq!(c.grace, None);
+        let c = parse_with(&["--pre-stop-delay", "24s", "x"], &[]).unwrap();
+        assert_eq!(c.grace, Some(DEFAULT_GRACE));
     }
 }

@@ -3,12 +3,18 @@
 //! failure once and numeric progress fields when they change.
 
 use std::collections::BTreeMap;
-use std::collections::BTreeSet;
 
 use log::{info, warn};
 use serde_json::Value;
 
 use crate::http::{Failure, Response};
+use crate::logging::escape;
+
+/// Numeric progress fields kept (and logged) per poll; a body with
+/// thousands of them must not flood the log.
+pub const MAX_PROGRESS_FIELDS: usize = 8;
+/// Longest field name kept, in characters.
+const MAX_KEY_CHARS: usize = 64;
 
 /// What one poll said.
 #[derive(Debug, Clone, PartialEq)]
@@ -16,7 +22,8 @@ pub struct Reading {
     pub ready: bool,
     /// Why it is not ready: a stable kind (for log-once) and a message.
     pub problem: Option<(String, String)>,
-    /// Top-level numeric fields of a JSON body (e.g. `activeExecutions`).
+    /// Top-level numeric fields of a JSON body (e.g. `activeExecutions`),
+    /// at most `MAX_PROGRESS_FIELDS`, names escaped for the log.
     pub numbers: BTreeMap<String, String>,
     /// A short description for the exit report.
     pub summary: String,
@@ -64,9 +71,7 @@ fn not_ready(kind: &str, message: String, summary: String) -> Reading {
 pub fn evaluate(result: &Result<Response, Failure>, pointer: &str) -> Reading {
     let response = match result {
         Ok(response) => response,
-        Err(failure) => {
-            return not_ready(&failure.kind(), failure.to_string(), failure.to_string())
-        }
+        Err(failure) => return not_ready(failure.kind(), failure.to_string(), failure.to_string()),
     };
     let status = response.status;
     if !is_json(response.content_type.as_deref()) {
@@ -81,12 +86,12 @@ pub fn evaluate(result: &Result<Response, Failure>, pointer: &str) -> Reading {
             };
         }
         return not_ready(
-            &format!("status_{status}"),
+            &format!("status_{}", crate::http::status_class(status)),
             format!("HTTP {status}"),
             summary,
         );
     }
-    let value: Value = match serde_json::from_slice(&response.body) {
+    let value: Value = match crate::json::parse(&response.body) {
         Ok(value) => value,
         Err(e) => {
             return not_ready(
@@ -102,7 +107,8 @@ pub fn evaluate(result: &Result<Response, Failure>, pointer: &str) -> Reading {
             object
                 .iter()
                 .filter(|(_, v)| v.is_number())
-                .map(|(k, v)| (k.clone(), v.to_string()))
+                .take(MAX_PROGRESS_FIELDS)
+                .map(|(k, v)| (escape(k, MAX_KEY_CHARS), v.to_string()))
                 .collect()
         })
         .unwrap_or_default();
@@ -136,7 +142,7 @@ pub fn evaluate(result: &Result<Response, Failure>, pointer: &str) -> Reading {
 /// Remembers what was already logged across polls.
 #[derive(Debug, Default)]
 pub struct Progress {
-    logged_problems: BTreeSet<String>,
+    logged_problems: Vec<String>,
     last_numbers: BTreeMap<String, String>,
     pub polls: u64,
     pub last_summary: Option<String>,
@@ -148,7 +154,7 @@ impl Progress {
         self.polls += 1;
         self.last_summary = Some(reading.summary.clone());
         if let Some((kind, message)) = &reading.problem {
-            if self.logged_problems.insert(kind.clone()) {
+            if crate::logging::first_time(&mut self.logged_problems, kind) {
                 warn!("drain endpoint not ready: {message} (logged once; polling goes on)");
             }
         }
@@ -169,6 +175,7 @@ impl Progress {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http::Kind;
 
     fn json(status: u16, body: &str) -> Result<Response, Failure> {
         Ok(Response {
@@ -242,11 +249,11 @@ mod tests {
     #[test]
     fn failures_are_not_ready() {
         for failure in [
-            Failure::Refused,
-            Failure::Timeout,
-            Failure::TooLarge,
-            Failure::Redirect(302),
-            Failure::Broken("reset".into()),
+            Failure::new(Kind::Refused, "refused"),
+            Failure::new(Kind::Timeout, "timed out"),
+            Failure::new(Kind::TooLarge, "too large"),
+            Failure::new(Kind::Redirect, "redirect"),
+            Failure::new(Kind::Reset, "reset"),
         ] {
             let r = evaluate(&Err(failure.clone()), FIELD);
             assert!(!r.ready);
@@ -297,6 +304,22 @@ mod tests {
     }
 
     #[test]
+    fn progress_fields_are_capped_and_escaped() {
+        let mut body = String::from("{\"readyForTermination\":false");
+        for i in 0..1000 {
+            body.push_str(&format!(",\"f{i:05}\":{i}"));
+        }
+        body.push_str(",\"evil\\nkey\":1}");
+        let r = evaluate(&json(200, &body), FIELD);
+        assert_eq!(r.numbers.len(), MAX_PROGRESS_FIELDS);
+        assert!(r.summary.len() < 1024, "{}", r.summary.len());
+        let r = evaluate(&json(200, "{\"evil\\nkey\\u2028\":1}"), FIELD);
+        let key = r.numbers.keys().next().unwrap();
+        assert_eq!(key, "evil\\nkey\\u{2028}");
+        assert!(!r.summary.contains('\n'));
+    }
+
+    #[test]
     fn pointers() {
         for ok in ["/readyForTermination", "/a/b", "/a~0b", "/a~1b", "/", "/0"] {
             assert!(validate_pointer(ok).is_ok(), "{ok}");
@@ -309,9 +332,20 @@ mod tests {
     #[test]
     fn progress_counts_polls() {
         let mut p = Progress::default();
-        p.observe(&evaluate(&Err(Failure::Refused), FIELD));
-        p.observe(&evaluate(&Err(Failure::Refused), FIELD));
+        let refused = || Err(Failure::new(Kind::Refused, "refused"));
+        p.observe(&evaluate(&refused(), FIELD));
+        p.observe(&evaluate(&refused(), FIELD));
         assert_eq!(p.polls, 2);
         assert_eq!(p.logged_problems.len(), 1);
+    }
+
+    #[test]
+    fn status_codes_cannot_flood_the_log_once_keys() {
+        let mut p = Progress::default();
+        for status in 100..1000 {
+            p.observe(&evaluate(&plain(status, Some("text/plain")), FIELD));
+        }
+        // 1xx, 3xx, 4xx, 5xx and other (2xx is ready).
+        assert_eq!(p.logged_problems.len(), 5, "{:?}", p.logged_problems);
     }
 }

@@ -3,13 +3,13 @@
 //! `DesiredStatus: STOPPED` into a stop, and the scale-in protection state
 //! machine that keeps protection on while the app is busy.
 
-use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use log::{info, warn};
 use serde_json::{json, Value};
 
-use crate::http::{Failure, Response};
+use crate::http::{status_class, Failure, Response};
+use crate::logging::escape;
 
 /// What drainit needs from `${ECS_CONTAINER_METADATA_URI_V4}/task`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -39,7 +39,7 @@ fn text(value: &Value, key: &str) -> String {
 }
 
 fn object(body: &[u8]) -> Result<Value, String> {
-    let value: Value = serde_json::from_slice(body).map_err(|e| format!("malformed JSON ({e})"))?;
+    let value = crate::json::parse(body).map_err(|e| format!("malformed JSON ({e})"))?;
     if !value.is_object() {
         return Err("expected a JSON object".into());
     }
@@ -121,9 +121,12 @@ pub enum ProtectionAnswer {
 }
 
 pub fn parse_protection_answer(status: u16, body: &[u8]) -> ProtectionAnswer {
-    let Ok(value) = serde_json::from_slice::<Value>(body) else {
-        let snippet: String = String::from_utf8_lossy(body).chars().take(120).collect();
-        return ProtectionAnswer::Unexpected(format!("HTTP {status}: {}", snippet.trim()));
+    let Ok(value) = crate::json::parse(body) else {
+        let text = String::from_utf8_lossy(body);
+        return ProtectionAnswer::Unexpected(format!(
+            "HTTP {status}: {}",
+            escape(text.trim(), 120)
+        ));
     };
     if let Some(p) = value.get("protection").filter(|p| p.is_object()) {
         return ProtectionAnswer::Applied {
@@ -144,7 +147,10 @@ pub fn parse_protection_answer(status: u16, body: &[u8]) -> ProtectionAnswer {
             message: text(e, "Message"),
         };
     }
-    ProtectionAnswer::Unexpected(format!("HTTP {status}: {value}"))
+    ProtectionAnswer::Unexpected(format!(
+        "HTTP {status}: {}",
+        escape(&value.to_string(), 120)
+    ))
 }
 
 /// The PUT body for a protection state.
@@ -159,12 +165,12 @@ pub fn protection_body(enabled: bool, minutes: u32) -> Value {
 /// Logs each kind of endpoint failure once.
 #[derive(Debug, Default)]
 pub struct Complaints {
-    logged: BTreeSet<String>,
+    logged: Vec<String>,
 }
 
 impl Complaints {
     pub fn once(&mut self, kind: &str, what: &str, message: &str) {
-        if self.logged.insert(kind.to_string()) {
+        if crate::logging::first_time(&mut self.logged, kind) {
             warn!("{what}: {message} (logged once per kind; polling goes on)");
         }
     }
@@ -199,15 +205,17 @@ impl Watch {
     }
 
     pub fn on_container(&mut self, result: Result<Response, Failure>) {
-        match result.map_err(|f| (f.kind(), f.to_string())).and_then(|r| {
-            if r.status != 200 {
-                return Err((
-                    format!("container_status_{}", r.status),
-                    format!("HTTP {}", r.status),
-                ));
-            }
-            parse_container(&r.body).map_err(|e| ("container_malformed".to_string(), e))
-        }) {
+        match result
+            .map_err(|f| (f.kind().to_string(), f.to_string()))
+            .and_then(|r| {
+                if r.status != 200 {
+                    return Err((
+                        format!("container_status_{}", status_class(r.status)),
+                        format!("HTTP {}", r.status),
+                    ));
+                }
+                parse_container(&r.body).map_err(|e| ("container_malformed".to_string(), e))
+            }) {
             Ok(me) => self.me = Some(me),
             Err((kind, message)) => self
                 .complaints
@@ -219,18 +227,26 @@ impl Watch {
     /// meant to stop.
     pub fn on_task(&mut self, result: Result<Response, Failure>) -> bool {
         self.in_flight = false;
-        let parsed = result.map_err(|f| (f.kind(), f.to_string())).and_then(|r| {
-            if r.status != 200 {
-                return Err((format!("status_{}", r.status), format!("HTTP {}", r.status)));
-            }
-            parse_task(&r.body).map_err(|e| ("malformed".to_string(), e))
-        });
+        let parsed = result
+            .map_err(|f| (f.kind().to_string(), f.to_string()))
+            .and_then(|r| {
+                if r.status != 200 {
+                    return Err((
+                        format!("status_{}", status_class(r.status)),
+                        format!("HTTP {}", r.status),
+                    ));
+                }
+                parse_task(&r.body).map_err(|e| ("malformed".to_string(), e))
+            });
         match parsed {
             Ok(task) => {
                 if self.task.is_none() {
                     info!(
                         "ECS task {} (family {}, revision {}, launch type {})",
-                        task.task_arn, task.family, task.revision, task.launch_type
+                        escape(&task.task_arn, 200),
+                        escape(&task.family, 100),
+                        escape(&task.revision, 20),
+                        escape(&task.launch_type, 20)
                     );
                 }
                 let stopping = is_stopping(&task, self.me.as_ref());
@@ -322,7 +338,7 @@ impl Protection {
                     info!(
                         "task scale-in protection on for {} min (expires {})",
                         self.minutes,
-                        expiration.as_deref().unwrap_or("?")
+                        escape(expiration.as_deref().unwrap_or("?"), 40)
                     );
                     self.renew_at = Some(sent_at + self.renewal_after());
                 } else {
@@ -331,21 +347,27 @@ impl Protection {
                 }
                 self.on = enabled;
             }
+            // The agent's words are not keys: one key per kind of answer.
             ProtectionAnswer::Failure { reason } => self.complain(
-                &format!("failure_{reason}"),
-                &format!("agent refused: Reason {reason}"),
+                "agent_failure",
+                &format!("agent refused: Reason {}", escape(&reason, 100)),
             ),
             ProtectionAnswer::Error { code, message } => self.complain(
-                &format!("error_{code}"),
-                &format!("agent error {code}: {message}"),
+                "agent_error",
+                &format!(
+                    "agent error {}: {}",
+                    escape(&code, 100),
+                    escape(&message, 200)
+                ),
             ),
             ProtectionAnswer::Applied { .. } => self.complain(
-                &format!("status_{}", response.status),
+                &format!("status_{}", status_class(response.status)),
                 &format!("HTTP {}", response.status),
             ),
-            ProtectionAnswer::Unexpected(what) => {
-                self.complain(&format!("unexpected_{}", response.status), &what)
-            }
+            ProtectionAnswer::Unexpected(what) => self.complain(
+                &format!("unexpected_{}", status_class(response.status)),
+                &what,
+            ),
         }
     }
 }
@@ -431,6 +453,52 @@ mod tests {
         for body in ["", "{}", "[1]", "\"error\""] {
             assert!(parse_container(body.as_bytes()).is_err(), "{body:?}");
         }
+    }
+
+    #[test]
+    fn agent_text_cannot_forge_log_lines() {
+        for body in ["rate limited\n[drainit] WARN  forged", "{\"x\":\"a\\nb\"}"] {
+            let ProtectionAnswer::Unexpected(text) = parse_protection_answer(429, body.as_bytes())
+            else {
+                panic!("{body:?}");
+            };
+            assert!(!text.contains('\n'), "{text:?}");
+        }
+        let long = "x".repeat(70_000);
+        let ProtectionAnswer::Unexpected(text) = parse_protection_answer(500, long.as_bytes())
+        else {
+            panic!("long body");
+        };
+        assert!(text.len() < 200, "{}", text.len());
+    }
+
+    #[test]
+    fn status_codes_cannot_flood_the_log_once_keys() {
+        let answer = |status| {
+            Ok(Response {
+                status,
+                content_type: None,
+                body: b"x".to_vec(),
+            })
+        };
+        let mut watch = Watch::new("http://127.0.0.1:1/v4/x", Duration::from_secs(1));
+        let mut protection = Protection::new("http://127.0.0.1:1", Duration::from_secs(1), 5);
+        for status in 100..1000 {
+            watch.on_container(answer(status));
+            watch.on_task(answer(status));
+            protection.on_put(true, answer(status), Instant::now());
+        }
+        // Per URL: six status classes and "malformed" (the 200 body).
+        assert!(
+            watch.complaints.logged.len() <= 14,
+            "{:?}",
+            watch.complaints.logged
+        );
+        assert!(
+            protection.complaints.logged.len() <= 6,
+            "{:?}",
+            protection.complaints.logged
+        );
     }
 
     #[test]

@@ -95,6 +95,29 @@ pub struct RunSummary {
     pub last_drain: Option<String>,
     pub orphans_reaped: u64,
     pub ecs_task_arn: Option<String>,
+    /// Each drain source with its last answer (`sources::Board::report`).
+    pub sources: Vec<Value>,
+    /// With `--notify`: what the app said over the notify socket.
+    pub notify: Option<NotifyReport>,
+}
+
+/// The exit report's `notify` object.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NotifyReport {
+    /// From drainit's start to the app's first `READY=1`.
+    pub ready_ms: Option<u64>,
+    /// The app's last `STATUS=`, escaped and cut.
+    pub status: Option<String>,
+    pub received: u64,
+    /// From senders not allowed (outside the PID namespace, or not the main
+    /// child under `--notify-access main`).
+    pub refused: u64,
+    /// Over the size bound.
+    pub dropped: u64,
+    /// The stop's final deadline, in ms from its start (after extensions).
+    pub deadline_ms: Option<u64>,
+    /// From the start of the stop to the readiness word that drained it.
+    pub stop_to_ready_word_ms: Option<u64>,
 }
 
 /// The exit report: one JSON object, written to `--exit-report` and logged
@@ -110,7 +133,7 @@ pub fn report(outcome: &Outcome, exit_code: u8, summary: &RunSummary) -> Value {
         Some(Trigger::Ecs) => (json!("ecs"), Value::Null),
         None => (Value::Null, Value::Null),
     };
-    json!({
+    let mut report = json!({
         "outcome": outcome.name(),
         "exit_code": exit_code,
         "child_pid": summary.child_pid,
@@ -123,7 +146,20 @@ pub fn report(outcome: &Outcome, exit_code: u8, summary: &RunSummary) -> Value {
         "last_drain": summary.last_drain,
         "orphans_reaped": summary.orphans_reaped,
         "ecs_task_arn": summary.ecs_task_arn,
-    })
+        "sources": summary.sources,
+    });
+    if let Some(n) = &summary.notify {
+        report["notify"] = json!({
+            "ready_ms": n.ready_ms,
+            "status": n.status,
+            "received": n.received,
+            "refused": n.refused,
+            "dropped": n.dropped,
+            "deadline_ms": n.deadline_ms,
+            "stop_to_ready_word_ms": n.stop_to_ready_word_ms,
+        });
+    }
+    report
 }
 
 #[cfg(test)]
@@ -165,16 +201,38 @@ mod tests {
             last_drain: Some("HTTP 200".into()),
             orphans_reaped: 2,
             ecs_task_arn: None,
+            sources: vec![json!({"kind": "file", "target": "/tmp/done", "ready": true})],
+            notify: None,
         };
         let r = report(&Outcome::Drained, 0, &summary);
         assert_eq!(r["outcome"], "drained");
         assert_eq!(r["exit_code"], 0);
         assert_eq!(r["child_status"]["signaled"], "SIGKILL");
+        assert_eq!(r["sources"][0]["kind"], "file");
         assert_eq!(r["stop_trigger"], "signal");
         assert_eq!(r["stop_signal"], "SIGTERM");
         assert_eq!(r["stop_to_ready_ms"], 1200);
         assert_eq!(r["drain_polls"], 4);
         assert_eq!(r["orphans_reaped"], 2);
+        assert!(r.get("notify").is_none(), "only with --notify");
+        let with_notify = RunSummary {
+            notify: Some(NotifyReport {
+                ready_ms: Some(40),
+                status: Some("draining 3".into()),
+                received: 9,
+                refused: 1,
+                dropped: 2,
+                deadline_ms: Some(30_000),
+                stop_to_ready_word_ms: None,
+            }),
+            ..summary.clone()
+        };
+        let r = report(&Outcome::Drained, 0, &with_notify);
+        assert_eq!(r["notify"]["status"], "draining 3");
+        assert_eq!(r["notify"]["received"], 9);
+        assert_eq!(r["notify"]["refused"], 1);
+        assert_eq!(r["notify"]["dropped"], 2);
+        assert_eq!(r["notify"]["deadline_ms"], 30_000);
         let r = report(
             &Outcome::SpawnFailed(SpawnFailure::NotFound),
             127,

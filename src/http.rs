@@ -1,21 +1,32 @@
 //! Bounded HTTP/1.1 for the drain, stop and ECS endpoints: plain `http://`
-//! only, one deadline for the whole exchange (connect, send, headers, body),
-//! no redirects followed, bodies capped at 64 KiB. Requests run on
-//! short-lived worker threads, so the event loop never waits on the network.
+//! only, one deadline for the whole exchange (name lookup, connect, send,
+//! response), no redirects followed. This file is the thin I/O shell: URLs,
+//! name lookup under the deadline, the socket loop, and the worker entry
+//! point that contains panics. What the server sends is judged by the pure
+//! `decoder` (httparse for the head), which bounds every byte.
 //!
-//! A small client of our own rather than ureq: these endpoints are local and
-//! simple, and the ~120 KiB that ureq and the `http` crate added kept the
-//! static binary above its 1 MiB budget.
+//! A small client of our own rather than ureq 3: these endpoints are local
+//! and simple, ureq adds about 256 KiB to the static binary (over its 1 MiB
+//! budget), and it reads proxy variables from the environment by default,
+//! which would send requests for the ECS agent's link-local address to a
+//! proxy.
 
+pub mod decoder;
+
+use std::cell::Cell;
 use std::fmt;
 use std::io::{self, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::{mpsc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
+
+use decoder::{Decoder, Step};
 
 /// Largest body drainit reads; drain and metadata bodies are tiny.
 pub const BODY_LIMIT: usize = 64 * 1024;
-/// Largest response head (status line and headers).
-const HEAD_LIMIT: usize = 16 * 1024;
+/// Name lookups that may be outstanding at once (a hung resolver keeps its
+/// thread; getaddrinfo cannot be cancelled).
+pub const MAX_LOOKUPS: usize = 4;
 
 /// What a request is sent to and how.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,39 +43,99 @@ pub struct Response {
     pub body: Vec<u8>,
 }
 
-/// Why a request gave no usable response. Each kind is logged once.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Failure {
+/// Why a request gave no usable response: a fixed set, so "log each kind
+/// once" can never be flooded by what a server sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
     Refused,
     Timeout,
+    /// The name did not resolve.
+    Resolve,
+    /// A lookup of this name (or too many lookups) still running.
+    ResolverBusy,
+    Reset,
+    /// Closed before the response was complete.
+    Closed,
+    /// Another I/O error (unreachable network...).
+    Io,
+    /// Not HTTP, or an HTTP head httparse rejects.
+    Invalid,
+    /// Content-Length, Transfer-Encoding or chunks that make no sense.
+    Framing,
+    /// The body is over `BODY_LIMIT`.
     TooLarge,
-    Redirect(u16),
-    /// Reset, closed mid-body, invalid HTTP, name not found...
-    Broken(String),
+    HeadTooLarge,
+    LineTooLong,
+    /// All parts together over `decoder::EXCHANGE_LIMIT`.
+    ExchangeTooLarge,
+    TooManyInterim,
+    Redirect,
+    /// A bug in drainit (a panic in the request thread, contained).
+    Internal,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Refused => "refused",
+            Kind::Timeout => "timeout",
+            Kind::Resolve => "resolve",
+            Kind::ResolverBusy => "resolver_busy",
+            Kind::Reset => "reset",
+            Kind::Closed => "closed",
+            Kind::Io => "io",
+            Kind::Invalid => "invalid",
+            Kind::Framing => "framing",
+            Kind::TooLarge => "too_large",
+            Kind::HeadTooLarge => "head_too_large",
+            Kind::LineTooLong => "line_too_long",
+            Kind::ExchangeTooLarge => "exchange_too_large",
+            Kind::TooManyInterim => "too_many_interim",
+            Kind::Redirect => "redirect",
+            Kind::Internal => "internal",
+        }
+    }
+}
+
+/// A status code's class (`1xx` to `5xx`, else `other`): "log each kind
+/// once" keys are built from these, never from the code itself, so a
+/// server cannot mint hundreds of distinct warnings.
+pub fn status_class(status: u16) -> &'static str {
+    match status {
+        100..=199 => "1xx",
+        200..=299 => "2xx",
+        300..=399 => "3xx",
+        400..=499 => "4xx",
+        500..=599 => "5xx",
+        _ => "other",
+    }
+}
+
+/// A failed request: its kind and a message written by drainit (any text
+/// from the server in it is escaped and cut short).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub kind: Kind,
+    pub detail: String,
 }
 
 impl Failure {
-    /// A stable key for "log each distinct failure once".
-    pub fn kind(&self) -> String {
-        match self {
-            Failure::Refused => "refused".into(),
-            Failure::Timeout => "timeout".into(),
-            Failure::TooLarge => "too_large".into(),
-            Failure::Redirect(status) => format!("redirect_{status}"),
-            Failure::Broken(_) => "broken".into(),
+    pub fn new(kind: Kind, detail: &str) -> Failure {
+        Failure {
+            kind,
+            detail: crate::logging::escape(detail, 200),
         }
+    }
+
+    /// A stable key for "log each distinct failure once".
+    pub fn kind(&self) -> &'static str {
+        self.kind.as_str()
     }
 }
 
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Failure::Refused => f.write_str("connection refused"),
-            Failure::Timeout => f.write_str("timed out"),
-            Failure::TooLarge => write!(f, "body larger than {} KiB", BODY_LIMIT / 1024),
-            Failure::Redirect(status) => write!(f, "redirect ({status}), not followed"),
-            Failure::Broken(why) => f.write_str(why),
-        }
+        f.write_str(&self.detail)
     }
 }
 
@@ -97,6 +168,9 @@ pub fn parse_url(url: &str) -> Result<Url, String> {
     }
     let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
         let (host, after) = v6.split_once(']').ok_or("unclosed [ in the host")?;
+        if host.parse::<std::net::Ipv6Addr>().is_err() {
+            return Err(format!("[{host}] is not an IPv6 address"));
+        }
         match after {
             "" => (host, None),
             _ => (
@@ -112,6 +186,15 @@ pub fn parse_url(url: &str) -> Result<Url, String> {
     };
     if host.is_empty() {
         return Err("the URL has no host".into());
+    }
+    if !authority.starts_with('[') && host.contains(':') {
+        return Err(
+            "too many ':' in the host (an IPv6 address goes in brackets: http://[::1]:8080/)"
+                .into(),
+        );
+    }
+    if !authority.starts_with('[') && host.contains(['[', ']']) {
+        return Err("misplaced [ or ] in the host".into());
     }
     let port = match port {
         None => 80,
@@ -134,136 +217,143 @@ pub fn parse_url(url: &str) -> Result<Url, String> {
     })
 }
 
-/// Checks that a URL is a plain `http://` URL with a host; startup only.
+/// Checks that a URL is a plain `http://` URL with a usable authority;
+/// startup only.
 pub fn validate_url(url: &str) -> Result<(), String> {
     parse_url(url).map(|_| ())
 }
 
 fn io_failure(e: &io::Error) -> Failure {
     match e.kind() {
-        io::ErrorKind::ConnectionRefused => Failure::Refused,
-        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => Failure::Timeout,
-        io::ErrorKind::ConnectionReset => Failure::Broken("connection reset".into()),
-        _ => Failure::Broken(format!("I/O error: {e}")),
+        io::ErrorKind::ConnectionRefused => Failure::new(Kind::Refused, "connection refused"),
+        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => {
+            Failure::new(Kind::Timeout, "timed out")
+        }
+        io::ErrorKind::ConnectionReset => Failure::new(Kind::Reset, "connection reset"),
+        _ => Failure::new(Kind::Io, &format!("I/O error: {e}")),
     }
 }
 
-/// A connection whose every operation is bounded by one deadline.
-struct Conn {
-    stream: TcpStream,
-    deadline: Instant,
-    buf: Vec<u8>,
-    pos: usize,
+fn left(deadline: Instant) -> Result<Duration, Failure> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(Failure::new(Kind::Timeout, "timed out"));
+    }
+    Ok(left)
 }
 
-impl Conn {
-    fn left(&self) -> Result<Duration, Failure> {
-        let left = self.deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(Failure::Timeout);
+/// Names with a lookup running, at most `MAX_LOOKUPS`.
+static LOOKUPS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// A name's place in `LOOKUPS`, given up when its lookup ends.
+struct Lookup(String);
+
+impl Drop for Lookup {
+    fn drop(&mut self) {
+        let mut names = LOOKUPS.lock().unwrap_or_else(PoisonError::into_inner);
+        names.retain(|n| *n != self.0);
+    }
+}
+
+/// The addresses to try, in order. IP literals and `localhost` never wait
+/// on a resolver (`localhost` is often served on ::1 only, so both).
+fn addresses(host: &str, port: u16, deadline: Instant) -> Result<Vec<SocketAddr>, Failure> {
+    if let Ok(ip) = host.parse::<IpAddr>() {
+        return Ok(vec![SocketAddr::new(ip, port)]);
+    }
+    if host.eq_ignore_ascii_case("localhost") || host.eq_ignore_ascii_case("localhost.") {
+        return Ok(vec![
+            SocketAddr::new(Ipv4Addr::LOCALHOST.into(), port),
+            SocketAddr::new(Ipv6Addr::LOCALHOST.into(), port),
+        ]);
+    }
+    lookup(host, port, deadline)
+}
+
+/// getaddrinfo on a detached thread, waited for until the deadline: it
+/// cannot be cancelled, so a hung resolver keeps its thread, but never the
+/// request. One lookup per name at a time; a request that finds one
+/// running fails at once (the next poll tries again).
+fn lookup(host: &str, port: u16, deadline: Instant) -> Result<Vec<SocketAddr>, Failure> {
+    {
+        let mut names = LOOKUPS.lock().unwrap_or_else(PoisonError::into_inner);
+        if names.iter().any(|n| n == host) {
+            return Err(Failure::new(
+                Kind::ResolverBusy,
+                &format!("the lookup of {host} from an earlier request is still running"),
+            ));
         }
-        Ok(left)
-    }
-
-    /// Reads more bytes into the buffer; false at end of stream.
-    fn fill(&mut self) -> Result<bool, Failure> {
-        let left = self.left()?;
-        self.stream
-            .set_read_timeout(Some(left))
-            .map_err(|e| io_failure(&e))?;
-        let mut chunk = [0u8; 8192];
-        loop {
-            match self.stream.read(&mut chunk) {
-                Ok(0) => return Ok(false),
-                Ok(n) => {
-                    self.buf.extend_from_slice(&chunk[..n]);
-                    return Ok(true);
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(io_failure(&e)),
-            }
+        if names.len() >= MAX_LOOKUPS {
+            return Err(Failure::new(
+                Kind::ResolverBusy,
+                &format!("{MAX_LOOKUPS} name lookups are still running"),
+            ));
         }
+        names.push(host.to_string());
     }
-
-    fn available(&self) -> &[u8] {
-        &self.buf[self.pos..]
+    let pending = Lookup(host.to_string());
+    // One message ever goes through: the unbounded flavour the event loop's
+    // channel already uses holds it as well as a bounded one, and the binary
+    // then carries one channel flavour, not two.
+    let (tx, rx) = mpsc::channel();
+    let name = host.to_string();
+    let spawned = crate::spawn_thread(
+        "drainit-dns",
+        256 * 1024,
+        Box::new(move || {
+            let found = (name.as_str(), port)
+                .to_socket_addrs()
+                .map(|a| a.collect::<Vec<_>>());
+            // The name is free again before anyone hears the answer: a
+            // request right after this one must not find it "still running".
+            drop(pending);
+            let _ = tx.send(found);
+        }),
+    );
+    if let Err(e) = spawned {
+        return Err(Failure::new(
+            Kind::Internal,
+            &format!("cannot start a lookup thread: {e}"),
+        ));
     }
-
-    /// One CRLF-terminated line (without the CRLF), at most `max` bytes.
-    fn line(&mut self, max: usize) -> Result<String, Failure> {
-        loop {
-            if let Some(i) = self.available().windows(2).position(|w| w == b"\r\n") {
-                let line = String::from_utf8_lossy(&self.available()[..i]).into_owned();
-                self.pos += i + 2;
-                return Ok(line);
-            }
-            if self.available().len() > max {
-                return Err(Failure::Broken("response line too long".into()));
-            }
-            if !self.fill()? {
-                return Err(Failure::Broken(
-                    "connection closed before the response was complete".into(),
-                ));
-            }
-        }
-    }
-
-    /// Exactly `n` bytes.
-    fn exact(&mut self, n: usize) -> Result<Vec<u8>, Failure> {
-        while self.available().len() < n {
-            if !self.fill()? {
-                return Err(Failure::Broken("connection closed mid-body".into()));
-            }
-        }
-        let out = self.available()[..n].to_vec();
-        self.pos += n;
-        Ok(out)
-    }
-
-    /// Everything until the peer closes, within the body limit.
-    fn until_closed(&mut self) -> Result<Vec<u8>, Failure> {
-        while self.available().len() <= BODY_LIMIT {
-            if !self.fill()? {
-                return Ok(self.available().to_vec());
-            }
-        }
-        Err(Failure::TooLarge)
-    }
-
-    fn chunked(&mut self) -> Result<Vec<u8>, Failure> {
-        let mut body = Vec::new();
-        loop {
-            let line = self.line(1024)?;
-            let size = line.split(';').next().unwrap_or("").trim();
-            let size = usize::from_str_radix(size, 16)
-                .map_err(|_| Failure::Broken("invalid chunk size".into()))?;
-            if size == 0 {
-                // Trailers, up to the empty line.
-                while !self.line(HEAD_LIMIT)?.is_empty() {}
-                return Ok(body);
-            }
-            if size > BODY_LIMIT - body.len() {
-                return Err(Failure::TooLarge);
-            }
-            body.extend(self.exact(size)?);
-            if !self.line(2)?.is_empty() {
-                return Err(Failure::Broken("invalid chunk terminator".into()));
-            }
+    match rx.recv_timeout(left(deadline)?) {
+        Ok(Ok(addrs)) if !addrs.is_empty() => Ok(addrs),
+        Ok(Ok(_)) => Err(Failure::new(
+            Kind::Resolve,
+            &format!("no address for {host}"),
+        )),
+        Ok(Err(e)) => Err(Failure::new(
+            Kind::Resolve,
+            &format!("cannot resolve {host}: {e}"),
+        )),
+        Err(mpsc::RecvTimeoutError::Timeout) => Err(Failure::new(
+            Kind::Timeout,
+            &format!("timed out resolving {host}"),
+        )),
+        Err(mpsc::RecvTimeoutError::Disconnected) => {
+            Err(Failure::new(Kind::Internal, "the lookup thread failed"))
         }
     }
 }
 
-fn connect(url: &Url, deadline: Instant) -> Result<TcpStream, Failure> {
-    let addrs = (url.host.as_str(), url.port)
-        .to_socket_addrs()
-        .map_err(|e| Failure::Broken(format!("cannot resolve {}: {e}", url.host)))?;
-    let mut last = Failure::Broken(format!("no address for {}", url.host));
-    for addr in addrs {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(Failure::Timeout);
-        }
-        match TcpStream::connect_timeout(&addr, left) {
+/// Least time one address gets to connect, when the deadline allows.
+const CONNECT_FLOOR: Duration = Duration::from_millis(100);
+
+/// How long the next of `remaining` addresses may take to connect: an
+/// equal share of the time left (at least `CONNECT_FLOOR`), so a first
+/// address that swallows its SYN cannot use up the whole deadline.
+fn connect_share(left: Duration, remaining: usize) -> Duration {
+    let millis = u64::try_from(left.as_millis()).unwrap_or(u64::MAX);
+    let share = Duration::from_millis(millis / remaining.max(1) as u64);
+    share.max(CONNECT_FLOOR).min(left)
+}
+
+/// Tries every address in order within the deadline.
+fn connect(addrs: &[SocketAddr], deadline: Instant) -> Result<TcpStream, Failure> {
+    let mut last = Failure::new(Kind::Resolve, "no address");
+    for (i, addr) in addrs.iter().enumerate() {
+        let share = connect_share(left(deadline)?, addrs.len() - i);
+        match TcpStream::connect_timeout(addr, share) {
             Ok(stream) => return Ok(stream),
             Err(e) => last = io_failure(&e),
         }
@@ -271,18 +361,7 @@ fn connect(url: &Url, deadline: Instant) -> Result<TcpStream, Failure> {
     Err(last)
 }
 
-/// Sends one request; `timeout` bounds the whole exchange.
-pub fn send(target: &Target, body: Option<&[u8]>, timeout: Duration) -> Result<Response, Failure> {
-    let deadline = Instant::now() + timeout.max(Duration::from_millis(1));
-    let url = parse_url(&target.url).map_err(Failure::Broken)?;
-    let stream = connect(&url, deadline)?;
-    let _ = stream.set_nodelay(true);
-    let mut conn = Conn {
-        stream,
-        deadline,
-        buf: Vec::new(),
-        pos: 0,
-    };
+fn request_bytes(target: &Target, url: &Url, body: Option<&[u8]>) -> Vec<u8> {
     let mut request = format!(
         "{} {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: drainit/{}\r\nAccept: application/json, */*\r\nConnection: close\r\n",
         target.method,
@@ -305,73 +384,144 @@ pub fn send(target: &Target, body: Option<&[u8]>, timeout: Duration) -> Result<R
     } else {
         request.extend_from_slice(b"\r\n");
     }
-    let left = conn.left()?;
-    conn.stream
-        .set_write_timeout(Some(left))
-        .map_err(|e| io_failure(&e))?;
-    conn.stream
-        .write_all(&request)
-        .map_err(|e| io_failure(&e))?;
+    request
+}
 
-    let status_line = conn.line(HEAD_LIMIT)?;
-    let mut parts = status_line.splitn(3, ' ');
-    let (version, code) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    let status = match code.parse::<u16>() {
-        Ok(n) if version.starts_with("HTTP/1.") && (100..=999).contains(&n) && code.len() == 3 => n,
-        _ => return Err(Failure::Broken("invalid HTTP response".into())),
-    };
-    let (mut content_type, mut length, mut chunked, mut head) =
-        (None, None, false, status_line.len());
+/// Sends one request; `timeout` bounds the whole exchange. The socket loop
+/// only feeds the decoder; whatever the server sends, at most
+/// `decoder::EXCHANGE_LIMIT` bytes are read.
+pub fn send(target: &Target, body: Option<&[u8]>, timeout: Duration) -> Result<Response, Failure> {
+    let deadline = Instant::now() + timeout.max(Duration::from_millis(1));
+    let url = parse_url(&target.url).map_err(|e| Failure::new(Kind::Internal, &e))?;
+    let addrs = addresses(&url.host, url.port, deadline)?;
+    let mut stream = connect(&addrs, deadline)?;
+    let _ = stream.set_nodelay(true);
+    let io = |e: io::Error| io_failure(&e);
+    stream
+        .set_write_timeout(Some(left(deadline)?))
+        .map_err(io)?;
+    stream
+        .write_all(&request_bytes(target, &url, body))
+        .map_err(io)?;
+    let mut decoder = Decoder::new(target.method == "HEAD");
+    let mut chunk = [0u8; 8192];
     loop {
-        let line = conn.line(HEAD_LIMIT)?;
-        head += line.len() + 2;
-        if head > HEAD_LIMIT {
-            return Err(Failure::Broken("response headers too large".into()));
-        }
-        if line.is_empty() {
-            break;
-        }
-        let Some((name, value)) = line.split_once(':') else {
-            return Err(Failure::Broken("invalid HTTP header".into()));
+        stream.set_read_timeout(Some(left(deadline)?)).map_err(io)?;
+        let step = match stream.read(&mut chunk) {
+            Ok(0) => decoder.finish(),
+            Ok(n) => decoder.feed(&chunk[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(io_failure(&e)),
         };
-        let value = value.trim();
-        match name.trim().to_ascii_lowercase().as_str() {
-            "content-type" => content_type = Some(value.to_string()),
-            "content-length" => {
-                length = Some(
-                    value
-                        .parse::<usize>()
-                        .map_err(|_| Failure::Broken("invalid Content-Length".into()))?,
-                )
+        match step {
+            Step::NeedMore => continue,
+            Step::Done(response) => return Ok(response),
+            // The stream is dropped here: the connection goes with it.
+            Step::Failed(failure) => return Err(failure),
+        }
+    }
+}
+
+thread_local! {
+    /// True while this thread runs a contained request (`contain`): only
+    /// then does the panic hook keep quiet.
+    static IN_REQUEST: Cell<bool> = const { Cell::new(false) };
+    /// Where this thread's contained request panicked, for the failure.
+    static PANIC_AT: Cell<Option<String>> = const { Cell::new(None) };
+}
+
+/// Installs the panic hook; `main` calls it once, before any thread
+/// starts. A panic inside a contained request is recorded (its location)
+/// and reported once as an `internal` failure of that request, rather than
+/// by the default hook's line on stderr at every poll. Any other panic goes
+/// to the hook that was there before.
+pub fn install_panic_hook() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            // try_with: a panic while this thread's locals are being torn
+            // down must still reach a hook, not panic again.
+            if IN_REQUEST.try_with(Cell::get).unwrap_or(false) {
+                let at = info
+                    .location()
+                    .map(|l| format!("{}:{}", l.file(), l.line()));
+                let _ = PANIC_AT.try_with(|cell| cell.set(at));
+            } else {
+                previous(info);
             }
-            "transfer-encoding" => chunked = value.to_ascii_lowercase().contains("chunked"),
-            _ => {}
-        }
-    }
-    if (300..400).contains(&status) {
-        return Err(Failure::Redirect(status));
-    }
-    let body = if status == 204
-        || status == 304
-        || (100..200).contains(&status)
-        || target.method == "HEAD"
-    {
-        Vec::new()
-    } else if chunked {
-        conn.chunked()?
-    } else if let Some(n) = length {
-        if n > BODY_LIMIT {
-            return Err(Failure::TooLarge);
-        }
-        conn.exact(n)?
-    } else {
-        conn.until_closed()?
-    };
-    Ok(Response {
-        status,
-        content_type,
-        body,
+        }));
+    });
+}
+
+/// The name request threads carry.
+pub const REQUEST_THREAD: &str = "drainit-http";
+
+/// Runs `request` with any panic in it contained as an `internal` failure.
+fn contain(request: impl FnOnce() -> Result<Response, Failure>) -> Result<Response, Failure> {
+    let _ = IN_REQUEST.try_with(|flag| flag.set(true));
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(request));
+    let _ = IN_REQUEST.try_with(|flag| flag.set(false));
+    caught.unwrap_or_else(|_| {
+        let at = PANIC_AT
+            .try_with(Cell::take)
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        Err(Failure::new(
+            Kind::Internal,
+            &format!(
+                "internal error in the request thread at {at} (a drainit bug; the request counts as failed)"
+            ),
+        ))
     })
+}
+
+/// One request, with any panic in it contained as an `internal` failure,
+/// so PID 1 and the stop timeline go on (the release profile unwinds for
+/// this).
+pub fn run(target: &Target, body: Option<&[u8]>, timeout: Duration) -> Result<Response, Failure> {
+    contain(|| {
+        crate::fault::point("http_worker");
+        send(target, body, timeout)
+    })
+}
+
+/// Hands `work`'s result to `report` exactly once. Should the thread unwind
+/// before that (a panic outside the contained request), a guard reports an
+/// `internal` failure as it drops, so whoever waits for this request (the
+/// in-flight flag of a poll) always hears back.
+pub fn report_once<R: FnOnce(Result<Response, Failure>)>(
+    report: R,
+    work: impl FnOnce() -> Result<Response, Failure>,
+) {
+    struct Guard<R: FnOnce(Result<Response, Failure>)>(Option<R>);
+    impl<R: FnOnce(Result<Response, Failure>)> Drop for Guard<R> {
+        fn drop(&mut self) {
+            if let Some(report) = self.0.take() {
+                report(Err(Failure::new(
+                    Kind::Internal,
+                    "the request thread ended without a result (a drainit bug)",
+                )));
+            }
+        }
+    }
+    let mut guard = Guard(Some(report));
+    let result = work();
+    if let Some(report) = guard.0.take() {
+        report(result);
+    }
+}
+
+/// What a request thread runs: `run`, its result handed to `report` once,
+/// whatever happens.
+pub fn run_and_report(
+    target: &Target,
+    body: Option<&[u8]>,
+    timeout: Duration,
+    report: impl FnOnce(Result<Response, Failure>),
+) {
+    report_once(report, || run(target, body, timeout));
 }
 
 #[cfg(test)]
@@ -424,6 +574,15 @@ mod tests {
             "http://[::1]x/",
             "http://host/a b",
             "http://host/\n",
+            "http://::1/drain",
+            "http://h:1:2/drain",
+            "http://:80/",
+            "http://[]/",
+            "http://[nothost]/",
+            "http://[::1]:0/",
+            "http://[::1]:65536/",
+            "http://h:/",
+            "http://h]/",
         ] {
             assert!(validate_url(bad).is_err(), "{bad:?}");
         }
@@ -431,18 +590,74 @@ mod tests {
 
     #[test]
     fn failure_kinds_are_stable() {
-        assert_eq!(Failure::Redirect(302).kind(), "redirect_302");
+        let refused = io_failure(&io::Error::from(io::ErrorKind::ConnectionRefused));
+        assert_eq!(refused.kind(), "refused");
+        let blocked = io_failure(&io::Error::from(io::ErrorKind::WouldBlock));
+        assert_eq!(blocked.kind(), "timeout");
+        let f = Failure::new(Kind::Invalid, "server said \"x\ny\"");
+        assert!(!f.to_string().contains('\n'), "{f}");
+    }
+
+    #[test]
+    fn literals_and_localhost_never_wait_on_a_resolver() {
+        let past = Instant::now();
         assert_eq!(
-            Failure::Broken("x".into()).kind(),
-            Failure::Broken("y".into()).kind()
+            addresses("::1", 8, past).unwrap(),
+            vec![SocketAddr::from(([0u16, 0, 0, 0, 0, 0, 0, 1], 8))]
         );
-        assert_eq!(
-            io_failure(&io::Error::from(io::ErrorKind::ConnectionRefused)),
-            Failure::Refused
-        );
-        assert_eq!(
-            io_failure(&io::Error::from(io::ErrorKind::WouldBlock)),
-            Failure::Timeout
-        );
+        assert_eq!(addresses("10.0.0.1", 8, past).unwrap().len(), 1);
+        let local = addresses("LocalHost", 8, past).unwrap();
+        assert_eq!(local.len(), 2);
+        assert!(local[0].is_ipv4() && local[1].is_ipv6());
+    }
+
+    #[test]
+    fn addresses_share_the_connect_time() {
+        let s = Duration::from_secs;
+        assert_eq!(connect_share(s(3), 3), s(1));
+        assert_eq!(connect_share(s(3), 1), s(3));
+        assert_eq!(connect_share(s(1), 100), CONNECT_FLOOR);
+        let little = Duration::from_millis(30);
+        assert_eq!(connect_share(little, 2), little);
+    }
+
+    #[test]
+    fn a_contained_panic_is_an_internal_failure() {
+        install_panic_hook();
+        let result = contain(|| panic!("on purpose"));
+        let failure = result.unwrap_err();
+        assert_eq!(failure.kind, Kind::Internal);
+        assert!(failure.detail.contains("src/http.rs:"), "{failure}");
+        assert!(!IN_REQUEST.with(Cell::get), "the flag is cleared");
+        // Without a panic, the request's own answer comes back.
+        let refused = contain(|| Err(Failure::new(Kind::Refused, "refused")));
+        assert_eq!(refused.unwrap_err().kind, Kind::Refused);
+    }
+
+    #[test]
+    fn a_thread_that_unwinds_still_reports() {
+        install_panic_hook();
+        let (tx, rx) = mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            report_once(
+                move |result| tx.send(result).unwrap(),
+                || panic!("outside the contained request"),
+            )
+        });
+        assert!(thread.join().is_err(), "the panic was not contained");
+        let reported = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert_eq!(reported.unwrap_err().kind, Kind::Internal);
+        assert!(rx.try_recv().is_err(), "reported once");
+    }
+
+    #[test]
+    fn a_finished_lookup_frees_its_name_before_answering() {
+        // localhost through the resolver (/etc/hosts), not the shortcut.
+        for _ in 0..200 {
+            match lookup("localhost", 80, Instant::now() + Duration::from_secs(10)) {
+                Ok(_) => {}
+                Err(f) => assert_ne!(f.kind, Kind::ResolverBusy, "{f}"),
+            }
+        }
     }
 }

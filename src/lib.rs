@@ -8,9 +8,32 @@ pub mod config;
 pub mod drain;
 pub mod ecs;
 pub mod exit;
+pub mod fault;
 pub mod http;
+pub mod json;
 pub mod logging;
+pub mod notify;
 pub mod reaper;
 pub mod signals;
+pub mod sources;
 pub mod spawn;
 pub mod supervisor;
+pub mod timeline;
+pub mod version;
+
+/// Starts a named worker thread. Every thread drainit starts (requests,
+/// name lookups, the notify reader) goes through this one non-generic
+/// function: each `Builder::spawn` instance costs KiBs of the 1 MiB
+/// static-binary budget.
+#[inline(never)]
+pub fn spawn_thread(
+    name: &str,
+    stack_size: usize,
+    work: Box<dyn FnOnce() + Send>,
+) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .stack_size(stack_size)
+        .spawn(work)
+        .map(drop)
+}

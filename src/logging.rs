@@ -1,6 +1,7 @@
 //! Log output on stderr: `[drainit]`-prefixed text lines or one JSON object
 //! per line (`ts`, `level`, `msg`, plus fields), tini's verbosity levels,
-//! and a `DRAINIT_LOG` filter for fine control.
+//! and a `DRAINIT_LOG` filter for fine control (env_filter, the filter
+//! syntax of env_logger, without env_logger's writer and formatter).
 
 use std::io::Write;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -12,6 +13,28 @@ use crate::config::{Config, LogFormat};
 
 /// Log target of the exit report line; its message is the report's JSON.
 pub const REPORT_TARGET: &str = "drainit::report";
+
+/// Text from outside (an endpoint's keys, strings, reasons) made safe for a
+/// log line: control characters, line separators and backslashes are
+/// escaped, so it can never end the line or forge another, and it is cut to
+/// `max` characters (an ellipsis marks the cut).
+pub fn escape(text: &str, max: usize) -> String {
+    let mut out = String::with_capacity(text.len().min(max) + 3);
+    for (i, c) in text.chars().enumerate() {
+        if i == max {
+            out.push('…');
+            break;
+        }
+        match c {
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() || c == '\u{2028}' || c == '\u{2029}' => {
+                out.extend(c.escape_default())
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
 
 /// tini's verbosity: 0 silent, 1 warnings (default), 2 info, 3 debug, 4 trace.
 pub fn level_for(verbosity: u8) -> LevelFilter {
@@ -59,37 +82,88 @@ pub fn json_line(record: &Record<'_>, now: SystemTime) -> Value {
     json!({"ts": rfc3339(now), "level": level, "msg": msg})
 }
 
+/// drainit's logger: one line per record on stderr, written with a single
+/// `write` so lines from worker threads never interleave; a failed write
+/// (a log reader that went away) is dropped.
+struct Logger {
+    filter: env_filter::Filter,
+    format: LogFormat,
+}
+
+impl log::Log for Logger {
+    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
+        self.filter.enabled(metadata)
+    }
+
+    fn log(&self, record: &Record<'_>) {
+        if !self.filter.matches(record) {
+            return;
+        }
+        let line = match self.format {
+            LogFormat::Text if record.target() == REPORT_TARGET => format!(
+                "[drainit] {:<5} exit report {}\n",
+                record.level(),
+                record.args()
+            ),
+            LogFormat::Text => format!("[drainit] {:<5} {}\n", record.level(), record.args()),
+            LogFormat::Json => format!("{}\n", json_line(record, SystemTime::now())),
+        };
+        let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    }
+
+    fn flush(&self) {}
+}
+
 pub fn init(config: &Config) {
-    let mut builder = env_logger::Builder::new();
+    let mut builder = env_filter::Builder::new();
     builder.filter_level(level_for(config.verbosity));
     if let Some(filter) = &config.log_filter {
-        builder.parse_filters(filter);
+        let _ = builder.try_parse(filter);
     }
-    match config.log_format {
-        LogFormat::Text => builder.format(|out, record| {
-            if record.target() == REPORT_TARGET {
-                writeln!(
-                    out,
-                    "[drainit] {:<5} exit report {}",
-                    record.level(),
-                    record.args()
-                )
-            } else {
-                writeln!(out, "[drainit] {:<5} {}", record.level(), record.args())
-            }
-        }),
-        LogFormat::Json => {
-            builder.format(|out, record| writeln!(out, "{}", json_line(record, SystemTime::now())))
-        }
+    let filter = builder.build();
+    let max = filter.filter();
+    let logger = Logger {
+        filter,
+        format: config.log_format,
     };
     // A second init can only fail in tests; logging is never worth a panic.
-    let _ = builder.try_init();
+    if log::set_boxed_logger(Box::new(logger)).is_ok() {
+        log::set_max_level(max);
+    }
+}
+
+/// True the first time `kind` is seen: a "logged once per kind" record.
+/// The kinds come from fixed sets (failure kinds, ECS complaint kinds), so
+/// a list stays short; it also costs less binary than a `BTreeSet`.
+pub fn first_time(seen: &mut Vec<String>, kind: &str) -> bool {
+    if seen.iter().any(|k| k == kind) {
+        return false;
+    }
+    seen.push(kind.to_string());
+    true
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn escaped_text_stays_on_one_line() {
+        assert_eq!(escape("plain key", 64), "plain key");
+        assert_eq!(escape("a\nforged line", 64), "a\\nforged line");
+        assert_eq!(escape("\r\t\u{1b}[31m\u{0}", 64), "\\r\\t\\u{1b}[31m\\u{0}");
+        assert_eq!(escape("back\\slash", 64), "back\\\\slash");
+        assert_eq!(escape("\u{2028}\u{85}", 64), "\\u{2028}\\u{85}");
+        assert_eq!(escape("abcdef", 3), "abc…");
+        assert_eq!(escape("é€", 64), "é€");
+        for text in ["x\ny", "\u{7f}", "\u{2029}z"] {
+            assert!(
+                !escape(text, 64).chars().any(|c| c.is_control()),
+                "{text:?}"
+            );
+        }
+    }
 
     #[test]
     fn timestamps() {

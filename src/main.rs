@@ -5,7 +5,7 @@
 use std::process::ExitCode;
 
 use clap::error::ErrorKind;
-use clap::Parser;
+use clap::FromArgMatches;
 use log::{debug, warn};
 
 use drainit::cli::RawArgs;
@@ -34,10 +34,15 @@ const USAGE_ERROR: u8 = 2;
 const LICENSE: &str = include_str!("../LICENSE");
 
 fn main() -> ExitCode {
-    let raw = match RawArgs::try_parse() {
+    // Before any thread starts: request threads' panics are contained.
+    drainit::http::install_panic_hook();
+    let parsed = drainit::cli::command()
+        .try_get_matches()
+        .and_then(|matches| RawArgs::from_arg_matches(&matches));
+    let raw = match parsed {
         Ok(raw) => raw,
         Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
-            print!("{e}");
+            print_quietly(&e.to_string());
             return ExitCode::SUCCESS;
         }
         Err(e) => {
@@ -53,7 +58,7 @@ fn main() -> ExitCode {
     let config = match Config::from_raw(raw, &|name| std::env::var_os(name)) {
         Ok(Request::Run(config)) => config,
         Ok(Request::License) => {
-            print!("{LICENSE}");
+            print_quietly(LICENSE);
             return ExitCode::SUCCESS;
         }
         Err(e) => {
@@ -91,6 +96,14 @@ fn main() -> ExitCode {
         }
     }
     ExitCode::from(code)
+}
+
+/// Help, version and license text: a reader that went away (`drainit
+/// --help | head -1`) is not an error worth a panic or a message.
+fn print_quietly(text: &str) {
+    use std::io::Write;
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+    let _ = std::io::stdout().lock().flush();
 }
 
 /// Process-wide set-up before the child starts; failing here is still safe.

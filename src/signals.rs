@@ -1,23 +1,50 @@
-//! Signal policy (which signals drainit never touches, ignores, or forwards),
-//! signal name parsing, the process-wide signal state drainit inherited, and
-//! the one wait of the event loop.
+//! Signal policy (which signals drainit forwards, which are its own, which
+//! it never catches), signal name parsing, the process-wide signal state
+//! drainit inherited, and the one wait of the event loop.
 //!
-//! drainit blocks every signal it handles and takes them synchronously with
+//! drainit blocks every catchable signal and takes them synchronously with
 //! `sigtimedwait` in the event loop (tini's primitive, without its fixed
 //! one-second timeout), so no code ever runs in a signal handler. The state it
 //! inherited (mask and the few dispositions it changes) is captured before
 //! `main` and restored in the child, so `nohup drainit -- app` still ignores
 //! SIGHUP in the app, as it would under tini.
+//!
+//! The one forwarding rule: a signal is forwarded only when another process
+//! sent it (see [`Received::from_outside`]). What the kernel does with each
+//! kind of signal, and therefore why blocking everything is safe:
+//!
+//! - A fault the kernel raises in drainit itself (a real SIGSEGV, BUS, FPE,
+//!   ILL, TRAP, a seccomp SIGSYS) goes through `force_sig_info`, which
+//!   unblocks the signal and resets it to the default action when it is
+//!   blocked, and lifts PID 1's protection for it: drainit dies of its own
+//!   fault at once, blocked or not. It never reaches the queue we wait on.
+//! - `abort()` is not such a fault: the C library sends SIGABRT to its own
+//!   thread (SI_TKILL) and unblocks it at the default action (glibc unblocks
+//!   first, musl raises first and unblocks after); as PID 1 the kernel drops
+//!   it, and the C library then executes a crashing instruction, which is a
+//!   real fault. drainit still ends (139 rather than 134), never hangs.
+//! - A signal another process sends with kill(2), tgkill(2) or sigqueue(3)
+//!   (`si_code` SI_USER, SI_TKILL, SI_QUEUE, all <= 0) waits in the queue
+//!   for `sigtimedwait` like any other. A blocked signal is never discarded
+//!   as ignored, which is also why PID 1 receives these at all.
+//! - A SIGPIPE the kernel raises after drainit's own write to a dead pipe
+//!   (its stderr, when a log collector went away) arrives as SI_USER with
+//!   drainit's own pid, and `raise()` gives SI_TKILL with it: hence the pid
+//!   test beside the `si_code` test.
+//! - Signals the kernel generates for other reasons (`si_code` > 0: SIGCHLD's
+//!   CLD_*, SI_KERNEL for a tty hangup or resize, POLL_* for I/O) are about
+//!   drainit itself, never forwarded.
 
 use std::io;
 use std::mem::MaybeUninit;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-/// The kernel sends us these if *we* screwed up (a fault in drainit itself).
-/// Blocking them would turn a crash into a hang, and forwarding them would
-/// blame the child, so drainit never blocks, catches or forwards them.
-pub const NEVER_TOUCHED: [i32; 7] = [
+/// The signals the kernel raises for a fault. Sent by another process they
+/// are forwarded like any other signal (dumb-init does; tini and the kernel's
+/// PID-1 protection drop them); raised by a real fault in drainit they end
+/// drainit by the default action whatever its mask (see the module docs).
+pub const FAULTS: [i32; 7] = [
     libc::SIGSEGV,
     libc::SIGBUS,
     libc::SIGFPE,
@@ -27,15 +54,21 @@ pub const NEVER_TOUCHED: [i32; 7] = [
     libc::SIGSYS,
 ];
 
-/// Terminal job-control signals: drainit ignores them for itself so that a
-/// PID 1 running in a background group is never stopped by its own tty, as
-/// tini does. Being ignored, they are not forwarded either.
-pub const IGNORED: [i32; 2] = [libc::SIGTTIN, libc::SIGTTOU];
+/// Terminal job-control signals. Sent by another process they are forwarded
+/// unchanged (the app decides what stopping means); drainit itself is never
+/// stopped: they stay blocked, and the kernel treats a blocked SIGTTIN/TTOU
+/// as ignored when drainit touches a tty from a background group (reading,
+/// writing, `tcsetpgrp`), so it generates none. Unlike tini, drainit does not
+/// set them to SIG_IGN: setting SIG_IGN discards a pending signal, so one
+/// sent before the loop runs would be lost instead of forwarded.
+pub const JOB_CONTROL: [i32; 3] = [libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU];
 
-/// Dispositions drainit changes for itself and must give back to the child:
-/// the ignored pair above, SIGCHLD (an inherited SIG_IGN would make the
-/// kernel reap our children before we see their status) and SIGPIPE (which
-/// the Rust runtime sets to SIG_IGN before `main`).
+/// Dispositions the child gets back as drainit inherited them: SIGCHLD (an
+/// inherited SIG_IGN would make the kernel reap our children before we see
+/// their status, so drainit runs it at SIG_DFL), SIGPIPE (which the Rust
+/// runtime sets to SIG_IGN before `main`), and the job-control pair (tini
+/// ignores them for itself; listed so the child's start is the same
+/// whichever way drainit ran them).
 const RESTORED_IN_CHILD: [i32; 4] = [libc::SIGTTIN, libc::SIGTTOU, libc::SIGCHLD, libc::SIGPIPE];
 
 /// Signals that can never be caught, so neither blocked nor forwarded.
@@ -148,14 +181,38 @@ pub fn signal_name(signo: i32) -> String {
     signo.to_string()
 }
 
-/// True for a signal drainit can receive and forward: catchable, not a fault
-/// signal, not SIGCHLD, not one it ignores.
+/// True for a signal drainit forwards when another process sends it: every
+/// catchable signal but SIGCHLD, which is drainit's own (reaping, and the
+/// wake-up its worker threads send). Fault and job-control signals included.
 pub fn is_forwardable(signo: i32) -> bool {
-    (1..=rtmax()).contains(&signo)
-        && !UNCATCHABLE.contains(&signo)
-        && !NEVER_TOUCHED.contains(&signo)
-        && !IGNORED.contains(&signo)
-        && signo != libc::SIGCHLD
+    (1..=rtmax()).contains(&signo) && !UNCATCHABLE.contains(&signo) && signo != libc::SIGCHLD
+}
+
+/// One signal the loop took, with what the kernel says about its origin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Received {
+    pub signo: i32,
+    /// `si_code`: <= 0 when a process sent it (SI_USER, SI_TKILL,
+    /// SI_QUEUE), > 0 when the kernel generated it.
+    pub code: i32,
+    /// `si_pid` for a sent signal: the sender as seen in drainit's PID
+    /// namespace, 0 when the sender is outside it (`docker stop`).
+    pub sender: i32,
+}
+
+impl Received {
+    /// The forwarding rule: another process sent this signal. Not a signal
+    /// the kernel generated (`si_code` > 0), and not one drainit raised
+    /// itself (its own SIGPIPE, a `raise()`, the workers' wake-up), which
+    /// carry drainit's own pid.
+    pub fn from_outside(&self) -> bool {
+        self.code <= 0 && self.sender != own_pid()
+    }
+}
+
+fn own_pid() -> i32 {
+    static PID: OnceLock<i32> = OnceLock::new();
+    *PID.get_or_init(|| std::process::id() as i32)
 }
 
 /// The signal mask and the changed dispositions as drainit found them.
@@ -166,8 +223,7 @@ pub struct Inherited {
 
 static INHERITED: OnceLock<Inherited> = OnceLock::new();
 
-/// Every signal drainit takes in its loop: all but the uncatchable and the
-/// fault signals.
+/// Every signal drainit takes in its loop: all but the two uncatchable ones.
 fn handled_set() -> libc::sigset_t {
     // SAFETY: sigemptyset/sigaddset only write into the set we own; numbers
     // the C library reserves for itself (32, 33 on glibc) are refused with
@@ -176,7 +232,7 @@ fn handled_set() -> libc::sigset_t {
         let mut set = MaybeUninit::<libc::sigset_t>::zeroed();
         libc::sigemptyset(set.as_mut_ptr());
         for signo in 1..=rtmax() {
-            if !UNCATCHABLE.contains(&signo) && !NEVER_TOUCHED.contains(&signo) {
+            if !UNCATCHABLE.contains(&signo) {
                 libc::sigaddset(set.as_mut_ptr(), signo);
             }
         }
@@ -234,9 +290,6 @@ pub fn install() -> io::Result<(Handled, &'static Inherited)> {
     let inherited = INHERITED
         .get()
         .ok_or_else(|| io::Error::other("signal state was not captured"))?;
-    for signo in IGNORED {
-        set_disposition(signo, libc::SIG_IGN)?;
-    }
     set_disposition(libc::SIGCHLD, libc::SIG_DFL)?;
     // Undo the runtime's SIG_IGN so a SIGPIPE sent to PID 1 is queued and
     // forwarded instead of discarded. It stays blocked, so it never kills us.
@@ -256,9 +309,9 @@ pub struct Handled(libc::sigset_t);
 
 impl Handled {
     /// Waits for one handled signal, at most `timeout` (None: forever).
-    /// Returns the signal and its sender's PID, or None when the time is up
-    /// (or the wait was interrupted).
-    pub fn wait(&self, timeout: Option<Duration>) -> Option<(i32, i32)> {
+    /// Returns the signal and its origin, or None when the time is up (or
+    /// the wait was interrupted).
+    pub fn wait(&self, timeout: Option<Duration>) -> Option<Received> {
         // SAFETY: the kernel fills `info`; the set and timespec are valid.
         unsafe {
             let mut info: libc::siginfo_t = std::mem::zeroed();
@@ -272,7 +325,14 @@ impl Handled {
                     libc::sigtimedwait(&self.0, &mut info, &ts)
                 }
             };
-            (signo > 0).then(|| (signo, info.si_pid()))
+            if signo <= 0 {
+                return None;
+            }
+            Some(Received {
+                signo,
+                code: info.si_code,
+                sender: info.si_pid(),
+            })
         }
     }
 }
@@ -402,6 +462,8 @@ mod tests {
             libc::SIGTERM,
             libc::SIGCONT,
             libc::SIGTSTP,
+            libc::SIGTTIN,
+            libc::SIGTTOU,
             libc::SIGWINCH,
             libc::SIGURG,
             libc::SIGPWR,
@@ -410,11 +472,55 @@ mod tests {
         ] {
             assert!(is_forwardable(signo), "{}", signal_name(signo));
         }
-        for signo in NEVER_TOUCHED.iter().chain(&IGNORED).chain(&UNCATCHABLE) {
-            assert!(!is_forwardable(*signo), "{}", signal_name(*signo));
+        for signo in FAULTS.iter().chain(&JOB_CONTROL) {
+            assert!(is_forwardable(*signo), "{}", signal_name(*signo));
+        }
+        for signo in UNCATCHABLE {
+            assert!(!is_forwardable(signo), "{}", signal_name(signo));
         }
         assert!(!is_forwardable(libc::SIGCHLD));
         assert!(!is_forwardable(0));
         assert!(!is_forwardable(rtmax() + 1));
+    }
+
+    #[test]
+    fn forwarding_rule_by_origin() {
+        let me = std::process::id() as i32;
+        let got = |code, sender| Received {
+            signo: libc::SIGPIPE,
+            code,
+            sender,
+        };
+        // kill(2) from another process, inside or outside the namespace.
+        assert!(got(libc::SI_USER, me + 1).from_outside());
+        assert!(got(libc::SI_USER, 0).from_outside());
+        // tgkill and sigqueue from another process.
+        assert!(got(libc::SI_TKILL, me + 1).from_outside());
+        assert!(got(libc::SI_QUEUE, me + 1).from_outside());
+        // The kernel's SIGPIPE after our own write, and raise().
+        assert!(!got(libc::SI_USER, me).from_outside());
+        assert!(!got(libc::SI_TKILL, me).from_outside());
+        // Generated by the kernel (SI_KERNEL, CLD_EXITED, POLL_IN).
+        assert!(!got(0x80, 0).from_outside());
+        assert!(!got(libc::CLD_EXITED, me + 1).from_outside());
+        assert!(!got(1, 0).from_outside());
+    }
+
+    #[test]
+    fn every_catchable_signal_is_waited_on() {
+        let set = handled_set();
+        for signo in 1..=rtmax() {
+            if (32..rtmin()).contains(&signo) {
+                continue; // the C library's own
+            }
+            // SAFETY: reads a set we own.
+            let member = unsafe { libc::sigismember(&set, signo) } == 1;
+            assert_eq!(
+                member,
+                !UNCATCHABLE.contains(&signo),
+                "{}",
+                signal_name(signo)
+            );
+        }
     }
 }

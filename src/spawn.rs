@@ -93,7 +93,7 @@ fn spawn_posix(
         // in which a signal to the group could miss it.
         libc::posix_spawnattr_setpgroup(&mut attr, 0);
         libc::posix_spawnattr_setsigmask(&mut attr, inherited.mask());
-        libc::posix_spawnattr_setsigdefault(&mut attr, defaults);
+        libc::posix_spawnattr_setsigdefault(&mut attr, &with_libc_internals(*defaults));
         let rc = libc::posix_spawnp(
             &mut pid,
             c_args[0].as_ptr(),
@@ -113,6 +113,62 @@ fn spawn_posix(
 
 extern "C" {
     static environ: *const *mut libc::c_char;
+}
+
+/// Both C libraries' `posix_spawn` may set their internal signals 32 and 33
+/// to SIG_IGN in the child unless they are in the default set (glibc always
+/// does; musl when it installed a handler for them, which drainit never
+/// makes it do), and SIG_IGN survives exec. Neither library takes them over
+/// at start-up (measured: glibc 2.36 and the static musl build keep an
+/// inherited SIG_IGN), so drainit can read what it inherited and passes
+/// exactly that on: default unless it inherited SIG_IGN, as fork+exec does.
+/// `sigaddset` refuses these numbers, so the bits are set directly: signal
+/// N is bit (N-1) % W of word (N-1) / W, W the width of an unsigned long,
+/// as the C libraries lay it out (so 32-bit targets work too).
+const _: () = assert!(std::mem::size_of::<libc::sigset_t>() >= 8);
+
+fn with_libc_internals(mut set: libc::sigset_t) -> libc::sigset_t {
+    for signo in [32, 33] {
+        if !is_ignored(signo as libc::c_int) {
+            add_raw(&mut set, signo);
+        }
+    }
+    set
+}
+
+/// Sets signal `signo` (32 or 33) in `set`, bypassing `sigaddset`.
+fn add_raw(set: &mut libc::sigset_t, signo: usize) {
+    let words = std::mem::size_of::<libc::sigset_t>() / std::mem::size_of::<libc::c_ulong>();
+    let base = set as *mut libc::sigset_t as *mut libc::c_ulong;
+    let (word, bit) = (
+        (signo - 1) / libc::c_ulong::BITS as usize,
+        (signo - 1) % libc::c_ulong::BITS as usize,
+    );
+    assert!(word < words);
+    // SAFETY: on both C libraries sigset_t is an array of unsigned longs
+    // (so aligned for them), and `word` is inside it (checked above).
+    unsafe { *base.add(word) |= 1 << bit };
+}
+
+/// The signal's disposition is SIG_IGN, asked of the kernel directly: the
+/// C libraries' `sigaction` refuses their internal signals. The handler is
+/// the first field of the kernel's `struct sigaction` on Linux targets; the
+/// buffer is larger than the whole struct on any of them.
+fn is_ignored(signo: libc::c_int) -> bool {
+    let mut old = [0usize; 16];
+    // SAFETY: rt_sigaction with no new action only writes the old one into
+    // `old`, which is large enough; the size argument is the kernel's
+    // sigset size (8 bytes).
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigaction,
+            signo,
+            std::ptr::null::<u8>(),
+            old.as_mut_ptr(),
+            8usize,
+        )
+    };
+    rc == 0 && old[0] == libc::SIG_IGN
 }
 
 fn spawn_forked(
@@ -149,6 +205,31 @@ fn spawn_forked(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn libc_internals_are_bits_31_and_32_of_the_set() {
+        // SAFETY: sigemptyset initialises the set it is given.
+        let set = unsafe {
+            let mut set = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            add_raw(&mut set, 32);
+            add_raw(&mut set, 33);
+            set
+        };
+        let words: &[libc::c_ulong] = unsafe {
+            // SAFETY: sigset_t is an array of unsigned longs (see above).
+            std::slice::from_raw_parts(
+                &set as *const libc::sigset_t as *const libc::c_ulong,
+                std::mem::size_of::<libc::sigset_t>() / std::mem::size_of::<libc::c_ulong>(),
+            )
+        };
+        #[cfg(target_pointer_width = "64")]
+        let expected: &[libc::c_ulong] = &[0x1_8000_0000];
+        #[cfg(target_pointer_width = "32")]
+        let expected: &[libc::c_ulong] = &[0x8000_0000, 1];
+        assert_eq!(&words[..expected.len()], expected);
+        assert!(words[expected.len()..].iter().all(|&w| w == 0));
+    }
 
     #[test]
     fn exec_errors_map_like_a_shell() {

@@ -1,76 +1,44 @@
-//! The event loop and the stop timeline. One thread waits in `sigtimedwait`
-//! for the signals it blocked, with the next timer (pre-stop delay, poll,
-//! ready grace, deadline) as its timeout; HTTP worker threads hand their
-//! results over a channel and wake it with a thread-directed SIGCHLD. Signals,
-//! reaped children, poll results and expired timers are all events here, and
-//! the phase enum says what each one means. Nothing here may end the process
-//! while the child runs: every failure is logged and survived.
+//! The imperative shell around the stop timeline: one thread waits in
+//! `sigtimedwait` for the signals it blocked, with the timeline's next timer
+//! (and the ECS pollers') as its timeout; HTTP worker threads hand their
+//! results over a channel and wake it with a thread-directed SIGCHLD. What
+//! happened becomes a `timeline::Event`; the actions that come back are
+//! performed here (kill, requests, logs). Nothing here may end the process
+//! while the child runs: every failure is logged and survived, and a panic
+//! of the loop itself falls back to a minimal forward-and-reap loop.
 
 use std::io;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc::{channel, Receiver, Sender};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
-use log::{debug, info, warn};
+use log::{debug, error, info, warn};
 
 use crate::config::Config;
 use crate::drain::{self, Progress};
 use crate::ecs::{self, Protection, Watch};
-use crate::exit::{Outcome, RunSummary, Trigger};
+use crate::exit::{NotifyReport, Outcome, RunSummary, SpawnFailure, Trigger};
 use crate::http::{self, Failure, Response, Target};
+use crate::notify;
 use crate::reaper::{self, Ended};
-use crate::signals::{signal_name, Handled, Inherited};
+use crate::signals::{signal_name, Handled, Inherited, Received};
+use crate::sources::{self, Answer, Board, Cmd, Probe};
 use crate::spawn;
-
-/// Why drainit sent SIGKILL.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Escalation {
-    /// The app reported ready and `--ready-grace` ran out.
-    Ready,
-    /// `--grace` ran out.
-    Deadline,
-}
-
-/// Where the run is. Each variant carries the moment it is waiting for.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Phase {
-    /// The child runs; signals are forwarded as they come.
-    Running,
-    /// A stop began; the hooks and the stop signal wait for `--pre-stop-delay`.
-    PreStop { fire_at: Instant },
-    /// The `--stop-url` request is in flight; the stop signal follows its
-    /// answer, or `give_up_at` if it never answers.
-    Hook { give_up_at: Instant },
-    /// The stop signal was forwarded; `--drain-url` is polled (next at
-    /// `next_poll`) until the app is ready, the child exits or the deadline.
-    Draining { next_poll: Option<Instant> },
-    /// The app reported ready; the child may exit by itself until `kill_at`.
-    Ready { kill_at: Instant },
-    /// drainit sent SIGKILL and waits for the reaper to see the child go.
-    Killed { reason: Escalation },
-    /// The main child is gone; the remaining processes got SIGTERM and have
-    /// until `until` to exit.
-    OrphanGrace { until: Instant, outcome: Outcome },
-    /// Nothing left to wait for.
-    Done { outcome: Outcome },
-}
-
-/// The one stop of a run: never restarted once begun.
-#[derive(Debug, Clone, Copy)]
-struct Stop {
-    trigger: Trigger,
-    since: Instant,
-    deadline: Option<Instant>,
-}
+use crate::timeline::{
+    Action, Escalation, Event, Request, Settings, Ticket, Timeline, KILL_WATCHDOG,
+};
 
 /// What an HTTP request was for; its result comes back tagged with it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Purpose {
-    DrainPoll,
-    StopHook,
+    /// A `--stop-url` request of the hooks fired under this ticket.
+    HookUrl(Ticket),
+    /// A drain-URL poll: source `usize` of the round with this ticket.
+    Source(Ticket, usize),
     EcsTask,
     EcsContainer,
-    /// A drain-URL poll made for task protection, while running.
-    ProtectPoll,
+    /// A poll of drain source `usize` made for task protection, while running.
+    ProtectPoll(usize),
     ProtectPut {
         enabled: bool,
         sent_at: Instant,
@@ -82,13 +50,6 @@ enum Purpose {
 struct Message {
     purpose: Purpose,
     result: Result<Response, Failure>,
-}
-
-/// Something the loop reacts to.
-#[derive(Debug)]
-enum Event {
-    Signal { signo: i32, sender: i32 },
-    Http(Message),
 }
 
 /// Wakes the loop from a worker thread: SIGCHLD sent to the loop's thread.
@@ -118,6 +79,53 @@ impl Waker {
     }
 }
 
+/// The timeline's settings from the configuration.
+fn settings(config: &Config) -> Settings {
+    Settings {
+        stop_signals: config.stop_signals.clone(),
+        grace: config.grace,
+        pre_stop_delay: config.pre_stop_delay,
+        hook: !config.stop_hooks.is_empty() || !config.stop_execs.is_empty(),
+        hook_timeout: config.hook_timeout,
+        drain: !probes(config).is_empty(),
+        drain_interval: config.drain_interval,
+        ready_grace: config.ready_grace,
+        orphan_grace: config.orphan_grace,
+    }
+}
+
+/// The drain sources of a run, in the order the report lists them.
+fn probes(config: &Config) -> Vec<Probe> {
+    let urls = config.drain_urls.iter().cloned().map(Probe::Url);
+    let execs = config.drain_execs.iter().cloned().map(Probe::Exec);
+    let files = config.drain_files.iter().cloned().map(Probe::File);
+    urls.chain(execs).chain(files).collect()
+}
+
+/// What a running command is for.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Role {
+    /// A `--stop-exec` of the hooks fired under this ticket.
+    Hook(Ticket),
+    /// A `--drain-exec`: source `usize` of the round with this ticket.
+    Drain(Ticket, usize),
+    /// A `--drain-exec` asked for task protection, while running.
+    Protect(usize),
+}
+
+/// A command drainit started and has not reaped yet (its pid is also its
+/// process group).
+#[derive(Debug)]
+struct Run {
+    pid: i32,
+    role: Role,
+    started: Instant,
+    /// When it is killed for running too long (hooks: the timeline decides).
+    kill_at: Option<Instant>,
+    /// Killed for running too long, after this long.
+    timed_out: Option<Duration>,
+}
+
 struct Supervisor<'a> {
     config: &'a Config,
     signals: Handled,
@@ -125,18 +133,41 @@ struct Supervisor<'a> {
     inbox: Receiver<Message>,
     outbox: Sender<Message>,
     pid: i32,
-    phase: Phase,
-    stop: Option<Stop>,
-    drain_in_flight: bool,
+    timeline: Timeline,
+    /// Set by the timeline's `Exit` action.
+    outcome: Option<Outcome>,
+    /// The timeline's actions of the current turn.
+    actions: Vec<Action>,
     progress: Progress,
+    /// Each drain URL's own progress (what it logged, its numbers), by
+    /// source index: workers report different numbers, and one shared
+    /// record would log a "change" every round.
+    url_progress: Vec<Progress>,
     summary: RunSummary,
     /// The ECS metadata watch, when ECS is active.
     watch: Option<Watch>,
     /// Task scale-in protection, with `--ecs-protect`.
     protection: Option<Protection>,
-    /// After an ECS-triggered stop, the platform's own stop signal follows;
-    /// it is absorbed once so the app does not see the stop twice.
-    absorb_platform_stop: bool,
+    /// A signal drainit raised itself was already reported.
+    own_signal_seen: bool,
+    /// The drain sources, parallel to `board.sources`.
+    probes: Vec<Probe>,
+    board: Board,
+    /// Commands running now: at most one per hook and per drain command.
+    runs: Vec<Run>,
+    /// The stop's start on the wall clock (drain files are compared to it).
+    stop_wall: Option<SystemTime>,
+    /// The protection poll in flight: answers so far, answers still due.
+    protect_round: (Vec<Answer>, usize),
+    /// The signal being handled, until it was forwarded or handled: a
+    /// panic of the loop leaves it to the fallback.
+    in_hand: Option<Received>,
+    /// With `--notify`: what the reader thread hands over, and its address.
+    notify: Option<(notify::Inbox, std::ffi::OsString)>,
+    /// The readiness now being fed came from the app's notify word.
+    ready_by_word: bool,
+    /// From the start of the stop to the readiness word that drained it.
+    stop_to_ready_word_ms: Option<u64>,
 }
 
 /// Starts the child and supervises it until the run is over.
@@ -145,6 +176,35 @@ pub fn run(
     signals: Handled,
     inherited: &'static Inherited,
 ) -> (Outcome, RunSummary) {
+    let started = Instant::now();
+    // The notify socket exists before the child, which finds it in
+    // NOTIFY_SOCKET; a socket that cannot be bound ends drainit here.
+    let socket = match &config.notify {
+        None => None,
+        Some(n) => match notify::bind(n.socket.as_deref()) {
+            Ok(socket) => Some(socket),
+            Err(e) => {
+                let at = n.socket.as_deref().map(|p| p.display().to_string());
+                error!(
+                    "cannot bind the notify socket{}: {e}",
+                    at.map(|p| format!(" at {p}")).unwrap_or_default()
+                );
+                return (
+                    Outcome::SpawnFailed(SpawnFailure::Other),
+                    RunSummary::default(),
+                );
+            }
+        },
+    };
+    let outer = socket
+        .as_ref()
+        .and_then(|_| std::env::var_os("NOTIFY_SOCKET"))
+        .filter(|v| !v.is_empty());
+    if let Some(socket) = &socket {
+        // Still one thread: no other reads the environment now.
+        std::env::set_var("NOTIFY_SOCKET", &socket.address);
+        debug!("notify socket: {}", socket.address.to_string_lossy());
+    }
     let pid = match spawn::spawn(&config.program, &config.args, inherited) {
         Ok(pid) => pid,
         Err(e) => {
@@ -161,49 +221,225 @@ pub fn run(
         inbox,
         outbox,
         pid,
-        phase: Phase::Running,
-        stop: None,
-        drain_in_flight: false,
+        timeline: {
+            let mut timeline = Timeline::new(settings(config));
+            timeline.set_grace_max(config.grace_max);
+            timeline
+        },
+        outcome: None,
+        actions: Vec::with_capacity(8),
         progress: Progress::default(),
+        url_progress: Vec::new(),
         summary: RunSummary {
             child_pid: Some(pid),
             ..RunSummary::default()
         },
         watch: None,
         protection: None,
-        absorb_platform_stop: false,
+        own_signal_seen: false,
+        probes: probes(config),
+        board: Board::default(),
+        runs: Vec::new(),
+        stop_wall: None,
+        protect_round: (Vec::new(), 0),
+        in_hand: None,
+        notify: None,
+        ready_by_word: false,
+        stop_to_ready_word_ms: None,
     };
-    supervisor.start_ecs(Instant::now());
-    let outcome = supervisor.run_loop();
-    supervisor.summary.drain_polls = supervisor.progress.polls;
+    if let (Some(socket), Some(n)) = (socket, &config.notify) {
+        let inbox = notify::Inbox::default();
+        let address = socket.address.clone();
+        let waker = supervisor.waker;
+        let reader = notify::Reader {
+            socket,
+            inbox: inbox.clone(),
+            access: n.access,
+            child: pid,
+            started,
+            outer,
+        };
+        match notify::start(reader, move || waker.wake()) {
+            Ok(()) => supervisor.notify = Some((inbox, address)),
+            // The child runs already: said, and survived.
+            Err(e) => error!("cannot start the notify reader: {e}; notify messages are not read"),
+        }
+    }
+    for probe in &supervisor.probes {
+        supervisor.board.add(probe.kind(), &probe.target());
+        supervisor.url_progress.push(Progress::default());
+    }
+    // PID 1 must not die of its own bug: a panic in the loop (the release
+    // profile unwinds) leaves the child to a loop that only forwards and
+    // reaps.
+    let looped = catch_unwind(AssertUnwindSafe(|| {
+        supervisor.start_ecs(Instant::now());
+        supervisor.run_loop()
+    }));
+    let outcome = match looped {
+        Ok(outcome) => outcome,
+        Err(_) => {
+            error!(
+                "the event loop failed; only forwarding signals and reaping until the child exits"
+            );
+            supervisor.fallback_loop()
+        }
+    };
+    // No command outlives drainit, whatever ended the run.
+    supervisor.kill_runs("drainit is exiting");
+    supervisor.summary.notify = supervisor.notify_report();
+    if let Some(path) = config.notify.as_ref().and_then(|n| n.socket.as_ref()) {
+        let _ = std::fs::remove_file(path);
+    }
+    supervisor.summary.drain_polls = supervisor.board.rounds;
+    supervisor.summary.sources = supervisor.board.report();
     supervisor.summary.last_drain = supervisor.progress.last_summary.take();
-    supervisor.summary.ecs_task_arn = supervisor.watch.and_then(|w| w.task).map(|t| t.task_arn);
+    supervisor.summary.ecs_task_arn = supervisor
+        .watch
+        .take()
+        .and_then(|w| w.task)
+        .map(|t| t.task_arn);
     (outcome, supervisor.summary)
 }
 
 impl Supervisor<'_> {
     fn run_loop(&mut self) -> Outcome {
         loop {
-            if let Some(event) = self.wait() {
-                self.handle(event);
+            if let Some(received) = self.wait() {
+                self.on_received(received);
             }
             // Finished requests: their wake-up was a SIGCHLD, maybe this one.
-            while let (None, Ok(message)) = (self.done(), self.inbox.try_recv()) {
-                self.handle(Event::Http(message));
+            while let (None, Ok(message)) = (self.outcome, self.inbox.try_recv()) {
+                self.on_message(message);
             }
-            if self.done().is_none() {
-                self.on_time(Instant::now());
+            if self.outcome.is_none() {
+                self.take_notify();
             }
-            if let Some(outcome) = self.done() {
+            if self.outcome.is_none() {
+                self.feed(Event::Tick);
+                self.ecs_timers(Instant::now());
+                self.run_timers(Instant::now());
+            }
+            if let Some(outcome) = self.outcome {
                 return outcome;
             }
         }
     }
 
-    fn done(&self) -> Option<Outcome> {
-        match self.phase {
-            Phase::Done { outcome } => Some(outcome),
-            _ => None,
+    /// The words of the notify reader that change the stop; its wake-up
+    /// was a SIGCHLD, maybe this one. A flood leaves at most one of each.
+    fn take_notify(&mut self) {
+        let Some((inbox, _)) = &self.notify else {
+            return;
+        };
+        let (drained, extend) = {
+            let mut shared = notify::lock(inbox);
+            (shared.drained_at.take(), shared.extend.take())
+        };
+        if let Some((at, by)) = extend {
+            self.feed(Event::Extend { at, by });
+        }
+        if let Some(at) = drained {
+            self.ready_by_word = true;
+            self.feed(Event::NotifyReady { at });
+            self.ready_by_word = false;
+        }
+    }
+
+    /// The exit report's `notify` object.
+    fn notify_report(&self) -> Option<NotifyReport> {
+        let (inbox, address) = self.notify.as_ref()?;
+        // What the app sent just before it ended still counts.
+        notify::flush(inbox, address, Duration::from_millis(200));
+        let shared = notify::lock(inbox);
+        let deadline_ms = self
+            .timeline
+            .stop()
+            .and_then(|s| Some(millis(s.deadline? - s.since)));
+        Some(NotifyReport {
+            ready_ms: shared.ready_after.map(millis),
+            status: shared.status(),
+            received: shared.received,
+            refused: shared.refused,
+            dropped: shared.dropped,
+            deadline_ms,
+            stop_to_ready_word_ms: self.stop_to_ready_word_ms,
+        })
+    }
+
+    /// After a panic of the loop: forward what others send, reap, and end
+    /// with the child's status. No timers, no requests, nothing that could
+    /// fail the same way again.
+    fn fallback_loop(&mut self) -> Outcome {
+        if let Some(outcome) = self.outcome {
+            return outcome;
+        }
+        self.catch_up_after_panic();
+        // The fallback may fail too (a log line, a fault hook): each panic
+        // restarts it, it never escapes while the child may still run.
+        loop {
+            match catch_unwind(AssertUnwindSafe(|| self.fallback_turns())) {
+                Ok(outcome) => return outcome,
+                Err(_) => continue,
+            }
+        }
+    }
+
+    /// What the failed turn left undone: the app still waiting for its stop
+    /// signal (the stop began, the delay or the hook was running), and the
+    /// signal from outside that was being handled.
+    fn catch_up_after_panic(&mut self) {
+        // Nobody reads a hook's or a drain command's result any more: end
+        // them now (a hook first, so the app's signal does not wait on it).
+        self.kill_runs("the event loop failed");
+        let mut sent = None;
+        if let Some(stop) = self.timeline.stop().filter(|s| !s.signalled) {
+            self.forward(stop.signal);
+            sent = Some(stop.signal);
+        }
+        if let Some(received) = self.in_hand.take() {
+            if received.from_outside() && sent != Some(received.signo) {
+                self.forward(received.signo);
+            }
+        }
+    }
+
+    /// The fallback's turns: forward, reap, end with the child's status.
+    fn fallback_turns(&mut self) -> Outcome {
+        loop {
+            if let Some(ended) = self.summary.child_status {
+                error!("main child ended ({ended:?}) after the event loop failed; exiting");
+                return child_outcome(ended);
+            }
+            let reaped = reaper::reap_all();
+            for (pid, ended) in reaped.ended {
+                if pid == self.pid {
+                    self.summary.child_status = Some(ended);
+                } else if let Some(at) = self.runs.iter().position(|r| r.pid == pid) {
+                    // A command drainit started is never an orphan.
+                    self.runs.swap_remove(at);
+                } else {
+                    self.summary.orphans_reaped += 1;
+                }
+            }
+            if self.summary.child_status.is_some() {
+                continue;
+            }
+            if reaped.none_left {
+                // The child is gone and its status was lost in the failed
+                // turn: forwarding to its pid could reach a stranger.
+                error!("the main child is gone and its status is lost; exiting");
+                return Outcome::Signaled(libc::SIGKILL);
+            }
+            let Some(received) = self.signals.wait(None) else {
+                continue;
+            };
+            if received.signo != libc::SIGCHLD {
+                crate::fault::point("fallback");
+                if received.from_outside() {
+                    self.forward(received.signo);
+                }
+            }
         }
     }
 
@@ -211,82 +447,219 @@ impl Supervisor<'_> {
     /// timer is armed: then drainit sleeps until a signal or a result
     /// arrives and makes no wake-ups at all.
     fn next_wakeup(&self) -> Option<Instant> {
-        let phase_timer = match self.phase {
-            Phase::PreStop { fire_at } => Some(fire_at),
-            Phase::Hook { give_up_at } => Some(give_up_at),
-            Phase::Draining { next_poll } if !self.drain_in_flight => next_poll,
-            Phase::Ready { kill_at } => Some(kill_at),
-            Phase::OrphanGrace { until, .. } => Some(until),
-            Phase::Running => {
-                let watch = self
-                    .watch
-                    .as_ref()
-                    .filter(|w| !w.in_flight)
-                    .and_then(|w| w.next_poll);
-                let protect = self
-                    .protection
-                    .as_ref()
-                    .filter(|p| !p.poll_in_flight)
-                    .and_then(|p| p.next_poll);
-                [watch, protect].into_iter().flatten().min()
-            }
-            _ => None,
-        };
-        let deadline = if self.deadline_armed() {
-            self.stop.and_then(|s| s.deadline)
-        } else {
-            None
-        };
-        [phase_timer, deadline].into_iter().flatten().min()
-    }
-
-    /// The deadline matters until drainit has escalated or the child is gone.
-    fn deadline_armed(&self) -> bool {
-        matches!(
-            self.phase,
-            Phase::PreStop { .. }
-                | Phase::Hook { .. }
-                | Phase::Draining { .. }
-                | Phase::Ready { .. }
-        )
+        let mut ecs = None;
+        if self.timeline.is_running() {
+            let watch = self
+                .watch
+                .as_ref()
+                .filter(|w| !w.in_flight)
+                .and_then(|w| w.next_poll);
+            let protect = self
+                .protection
+                .as_ref()
+                .filter(|p| !p.poll_in_flight)
+                .and_then(|p| p.next_poll);
+            ecs = [watch, protect].into_iter().flatten().min();
+        }
+        let runs = self.runs.iter().filter_map(|r| r.kill_at).min();
+        [ecs, self.timeline.next_timer(), runs]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Blocks until a signal arrives or the next timer is due; one signal
     /// per turn (the next turn takes the next), nothing allocated.
-    fn wait(&mut self) -> Option<Event> {
+    fn wait(&mut self) -> Option<Received> {
         let timeout = self
             .next_wakeup()
             .map(|at| at.saturating_duration_since(Instant::now()));
         if timeout == Some(Duration::ZERO) {
             return None;
         }
-        let (signo, sender) = self.signals.wait(timeout)?;
-        Some(Event::Signal { signo, sender })
+        self.signals.wait(timeout)
     }
 
-    fn handle(&mut self, event: Event) {
-        match event {
-            Event::Signal { signo, .. } if signo == libc::SIGCHLD => self.reap(),
-            Event::Signal { signo, sender } => {
-                debug!("received {} from pid {sender}", signal_name(signo));
-                self.on_signal(signo);
+    fn on_received(&mut self, received: Received) {
+        if received.signo == libc::SIGCHLD {
+            return self.reap();
+        }
+        self.in_hand = Some(received);
+        crate::fault::point("event_loop");
+        if !received.from_outside() {
+            // drainit's own SIGPIPE (a log reader that went away) and the
+            // like: never the app's business. Said once: with a dead log
+            // reader, each line would raise the next SIGPIPE, forever.
+            if !self.own_signal_seen {
+                self.own_signal_seen = true;
+                debug!(
+                    "not forwarding {}: drainit raised it itself (said once)",
+                    signal_name(received.signo)
+                );
             }
-            Event::Http(Message { purpose, result }) => match purpose {
-                Purpose::DrainPoll => self.on_drain_poll(result),
-                Purpose::StopHook => self.on_stop_hook(result),
-                Purpose::EcsTask => self.on_ecs_task(result),
-                Purpose::EcsContainer => {
-                    if let Some(watch) = &mut self.watch {
-                        watch.on_container(result);
-                    }
+            return;
+        }
+        debug!(
+            "received {} from pid {}",
+            signal_name(received.signo),
+            received.sender
+        );
+        self.feed(Event::Signal(received.signo));
+        self.in_hand = None;
+    }
+
+    fn on_message(&mut self, Message { purpose, result }: Message) {
+        match purpose {
+            Purpose::HookUrl(ticket) | Purpose::Source(ticket, _)
+                if !self.timeline.awaits(ticket) =>
+            {
+                debug!("ignoring a late answer: the stop moved on without it");
+            }
+            Purpose::HookUrl(ticket) => {
+                match &result {
+                    Ok(response) => info!("stop hook answered HTTP {}", response.status),
+                    Err(failure) => warn!("stop hook failed: {failure}"),
                 }
-                Purpose::ProtectPoll => self.on_protect_poll(result),
-                Purpose::ProtectPut { enabled, sent_at } => {
-                    if let Some(protection) = &mut self.protection {
-                        protection.on_put(enabled, result, sent_at);
-                    }
+                self.hook_done(ticket);
+            }
+            Purpose::Source(ticket, index) => {
+                let reading = drain::evaluate(&result, &self.config.drain_field);
+                if let Some(progress) = self.url_progress.get_mut(index) {
+                    progress.observe(&reading);
                 }
+                self.progress.last_summary = Some(reading.summary.clone());
+                let answer = match (&result, reading.ready) {
+                    (_, true) => Answer::Ready,
+                    (Err(failure), false) => Answer::NoAnswer(failure.kind().to_string()),
+                    (Ok(_), false) => Answer::NotReady(reading.summary),
+                };
+                self.on_answer(ticket, index, answer);
+            }
+            Purpose::EcsTask => self.on_ecs_task(result),
+            Purpose::EcsContainer => {
+                if let Some(watch) = &mut self.watch {
+                    watch.on_container(result);
+                }
+            }
+            Purpose::ProtectPoll(index) => self.on_protect_poll(index, result),
+            Purpose::ProtectPut { enabled, sent_at } => {
+                if let Some(protection) = &mut self.protection {
+                    protection.on_put(enabled, result, sent_at);
+                }
+            }
+        }
+    }
+
+    /// Feeds the timeline and performs what it asks, in order.
+    fn feed(&mut self, event: Event) {
+        let now = Instant::now();
+        // One buffer, reused turn after turn; a nested feed (an action that
+        // reports back, like a failed kill) finds it taken and uses its own.
+        let mut actions = std::mem::take(&mut self.actions);
+        self.timeline.handle_into(now, event, &mut actions);
+        for action in actions.drain(..) {
+            self.perform(now, action);
+        }
+        self.actions = actions;
+    }
+
+    fn perform(&mut self, now: Instant, action: Action) {
+        match action {
+            Action::StopBegan(trigger) => {
+                self.summary.stop_trigger = Some(trigger);
+                self.stop_wall = Some(SystemTime::now());
+                if let Some((inbox, _)) = &self.notify {
+                    notify::lock(inbox).stopping = true;
+                }
+                let by = match trigger {
+                    Trigger::Signal(signo) => signal_name(signo),
+                    Trigger::Ecs => "ECS".into(),
+                };
+                match self.config.grace {
+                    Some(grace) => {
+                        info!("stop begins ({by}); deadline in {} ms", millis(grace))
+                    }
+                    None => info!("stop begins ({by}); no deadline"),
+                }
+            }
+            Action::Forward(signo) => self.forward(signo),
+            Action::Held(signo) => info!(
+                "holding {}: the app gets its stop signal after the pre-stop delay and the hook",
+                signal_name(signo)
+            ),
+            Action::Absorbed(signo) => info!(
+                "absorbing {}: the stop already began from ECS",
+                signal_name(signo)
+            ),
+            Action::Send {
+                ticket,
+                request,
+                timeout,
+            } => match request {
+                Request::Hook => self.fire_hooks(now, ticket, timeout),
+                Request::Poll => self.start_round(now, ticket, timeout),
             },
+            Action::HookAbandoned => {
+                warn!("stop hook did not answer in time; sending the stop signal");
+                self.board.abandon_hooks();
+                let hooks = |r: &Run| matches!(r.role, Role::Hook(_));
+                self.kill_runs_where(hooks, "the hook timeout ran out");
+            }
+            Action::Ready { left } => {
+                if let Some(stop) = self.timeline.stop() {
+                    self.summary.stop_to_ready_ms = Some(millis(now - stop.since));
+                }
+                if self.ready_by_word {
+                    self.stop_to_ready_word_ms = self.summary.stop_to_ready_ms;
+                    // The word is authoritative: the round in flight is
+                    // dropped (the timeline dropped its ticket), and a drain
+                    // command still running has nothing left to answer.
+                    self.board.abandon_round();
+                    let drains = |r: &Run| matches!(r.role, Role::Drain(..));
+                    self.kill_runs_where(drains, "the app said it has drained");
+                    return info!(
+                        "app says it has drained (X_DRAINIT_READY_FOR_TERMINATION=1); it has {} ms to exit by itself",
+                        millis(left)
+                    );
+                }
+                info!(
+                    "app reports ready ({}); it has {} ms to exit by itself",
+                    self.progress
+                        .last_summary
+                        .as_deref()
+                        .unwrap_or("every drain source was ready"),
+                    millis(left)
+                );
+            }
+            Action::Kill(reason) => {
+                self.board.abandon_round();
+                self.kill_runs("drainit escalates");
+                self.escalate(reason)
+            }
+            Action::TerminateOthers { wait } => {
+                if self.terminate_remaining() {
+                    info!(
+                        "waiting up to {} ms for the remaining processes",
+                        millis(wait)
+                    );
+                } else {
+                    self.feed(Event::OthersGone);
+                }
+            }
+            Action::Exit(outcome) => self.outcome = Some(outcome),
+            Action::KillStuck => self.kill_stuck(),
+            Action::Extended { deadline, first } => {
+                let since = self.timeline.stop().map_or(now, |s| s.since);
+                let at = millis(deadline.saturating_duration_since(since));
+                if first {
+                    info!("app extends the deadline (EXTEND_TIMEOUT_USEC): now {at} ms after the stop began");
+                } else {
+                    debug!("app extends the deadline: now {at} ms after the stop began");
+                }
+            }
+            Action::NotifyIgnored => debug!(
+                "X_DRAINIT_READY_FOR_TERMINATION ignored: it counts only after the stop signal was forwarded"
+            ),
         }
     }
 
@@ -314,6 +687,28 @@ impl Supervisor<'_> {
         }
     }
 
+    /// The ECS pollers that are due; they work only while no stop began.
+    fn ecs_timers(&mut self, now: Instant) {
+        if !self.timeline.is_running() {
+            return;
+        }
+        let due = |next: Option<Instant>| next.is_some_and(|at| now >= at);
+        if self
+            .watch
+            .as_ref()
+            .is_some_and(|w| !w.in_flight && due(w.next_poll))
+        {
+            self.poll_ecs_task(now);
+        }
+        if self
+            .protection
+            .as_ref()
+            .is_some_and(|p| !p.poll_in_flight && due(p.next_poll))
+        {
+            self.poll_for_protection(now);
+        }
+    }
+
     fn poll_ecs_task(&mut self, now: Instant) {
         let Some(watch) = &mut self.watch else {
             return;
@@ -328,40 +723,88 @@ impl Supervisor<'_> {
         let Some(watch) = &mut self.watch else {
             return;
         };
-        if watch.on_task(result) && self.phase == Phase::Running {
+        if watch.on_task(result) && self.timeline.is_running() {
             info!("ECS says this task is stopping (DesiredStatus STOPPED): draining before the platform's signal");
-            self.absorb_platform_stop = true;
-            self.begin_stop(Trigger::Ecs, Instant::now());
+            self.feed(Event::EcsStop);
         }
     }
 
+    /// Task protection asks every URL and command source (files never
+    /// drive protection) once per `--protect-interval`.
     fn poll_for_protection(&mut self, now: Instant) {
-        let (Some(protection), Some(url)) = (&mut self.protection, &self.config.drain_url) else {
+        let Some(protection) = &mut self.protection else {
             return;
         };
         protection.poll_in_flight = true;
         protection.next_poll = Some(now + protection.interval);
-        let timeout = protection.interval;
-        self.send_request(get(url), None, timeout, Purpose::ProtectPoll);
+        let interval = protection.interval;
+        let asked: Vec<(usize, Probe)> = self
+            .probes
+            .iter()
+            .cloned()
+            .enumerate()
+            .filter(|(_, p)| !matches!(p, Probe::File(_)))
+            .collect();
+        self.protect_round = (Vec::new(), asked.len());
+        for (index, probe) in asked {
+            match probe {
+                Probe::Url(url) => {
+                    self.send_request(get(&url), None, interval, Purpose::ProtectPoll(index))
+                }
+                Probe::Exec(cmd) => {
+                    let kill_at = now + self.config.drain_timeout.min(interval);
+                    if !self.start_run(now, &cmd, Role::Protect(index), Some(kill_at)) {
+                        self.on_protect_answer(Answer::NoAnswer("cannot start".into()));
+                    }
+                }
+                Probe::File(_) => {}
+            }
+        }
     }
 
-    fn on_protect_poll(&mut self, result: Result<Response, Failure>) {
+    fn on_protect_poll(&mut self, index: usize, result: Result<Response, Failure>) {
+        let Some(protection) = &mut self.protection else {
+            return;
+        };
+        let answer = match &result {
+            Err(failure) => {
+                let target = escape_short(&self.board.sources[index].target);
+                protection.complain(
+                    &format!("drain_{}_{index}", failure.kind()),
+                    &format!("drain endpoint {target}: {failure}"),
+                );
+                Answer::NoAnswer(failure.kind().to_string())
+            }
+            Ok(_) if drain::evaluate(&result, &self.config.drain_field).ready => Answer::Ready,
+            Ok(_) => Answer::NotReady("busy".into()),
+        };
+        self.on_protect_answer(answer);
+    }
+
+    /// One source answered the protection poll; when all have, protection
+    /// follows: busy while any source is busy, idle when all are idle; no
+    /// answer is neither (an unrenewed protection simply expires).
+    fn on_protect_answer(&mut self, answer: Answer) {
+        let (answers, due) = &mut self.protect_round;
+        if *due == 0 {
+            return; // no protection poll in flight: nothing to answer
+        }
+        answers.push(answer);
+        *due = due.saturating_sub(1);
+        if *due > 0 {
+            return;
+        }
+        let busy = sources::protect_busy(answers);
         let Some(protection) = &mut self.protection else {
             return;
         };
         protection.poll_in_flight = false;
-        if let Err(failure) = &result {
-            // No answer is neither busy nor idle: leave protection as it is
-            // (an unrenewed protection simply expires).
-            return protection.complain(
-                &format!("drain_{}", failure.kind()),
-                &format!("drain endpoint: {failure}"),
-            );
-        }
-        if self.phase != Phase::Running {
+        if !self.timeline.is_running() {
             return;
         }
-        let busy = !drain::evaluate(&result, &self.config.drain_field).ready;
+        let Some(busy) = busy else {
+            return;
+        };
         let now = Instant::now();
         if let Some(enabled) = protection.wanted(busy, now) {
             protection.put_in_flight = true;
@@ -385,143 +828,6 @@ impl Supervisor<'_> {
         }
     }
 
-    fn on_signal(&mut self, signo: i32) {
-        if !self.child_alive() {
-            return;
-        }
-        let is_stop_signal = self.config.stop_signals.contains(&signo);
-        if is_stop_signal && self.stop.is_none() {
-            self.begin_stop(Trigger::Signal(signo), Instant::now());
-        } else if is_stop_signal && self.absorb_platform_stop {
-            info!(
-                "absorbing {}: the stop already began from ECS",
-                signal_name(signo)
-            );
-            self.absorb_platform_stop = false;
-        } else {
-            // Other signals, and a repeated stop signal (a second Ctrl-C
-            // must still reach the app), are simply forwarded.
-            self.forward(signo);
-        }
-    }
-
-    fn child_alive(&self) -> bool {
-        !matches!(self.phase, Phase::OrphanGrace { .. } | Phase::Done { .. })
-    }
-
-    /// t0 of the stop timeline.
-    fn begin_stop(&mut self, trigger: Trigger, now: Instant) {
-        let stop = Stop {
-            trigger,
-            since: now,
-            deadline: self.config.grace.map(|g| now + g),
-        };
-        self.stop = Some(stop);
-        self.summary.stop_trigger = Some(trigger);
-        let by = match trigger {
-            Trigger::Signal(signo) => signal_name(signo),
-            Trigger::Ecs => "ECS".into(),
-        };
-        match self.config.grace {
-            Some(grace) => info!("stop begins ({by}); deadline in {} ms", grace.as_millis()),
-            None => info!("stop begins ({by}); no deadline"),
-        }
-        if self.config.pre_stop_delay.is_zero() {
-            self.fire_hooks(now);
-        } else {
-            self.phase = Phase::PreStop {
-                fire_at: now + self.config.pre_stop_delay,
-            };
-        }
-    }
-
-    /// Time allowed for one request: the poll interval, and never past the
-    /// deadline (so no endpoint can hold a request open beyond it).
-    fn request_timeout(&self, now: Instant) -> Duration {
-        let interval = self.config.drain_interval;
-        match self.stop.and_then(|s| s.deadline) {
-            Some(deadline) => interval.min(deadline.saturating_duration_since(now)),
-            None => interval,
-        }
-        .max(Duration::from_millis(1))
-    }
-
-    fn fire_hooks(&mut self, now: Instant) {
-        match self.config.stop_hook.clone() {
-            Some(target) => {
-                let timeout = self.request_timeout(now);
-                info!("stop hook: {} {}", target.method, target.url);
-                self.send_request(target, None, timeout, Purpose::StopHook);
-                self.phase = Phase::Hook {
-                    give_up_at: now + timeout,
-                };
-            }
-            None => self.send_stop_signal(now),
-        }
-    }
-
-    fn on_stop_hook(&mut self, result: Result<Response, Failure>) {
-        match &result {
-            Ok(response) => info!("stop hook answered HTTP {}", response.status),
-            Err(failure) => warn!("stop hook failed: {failure}"),
-        }
-        if matches!(self.phase, Phase::Hook { .. }) {
-            self.send_stop_signal(Instant::now());
-        }
-    }
-
-    /// Forwards the stop signal (after `--rewrite`) and starts polling.
-    fn send_stop_signal(&mut self, now: Instant) {
-        let signo = match self.stop.map(|s| s.trigger) {
-            Some(Trigger::Signal(signo)) => signo,
-            _ => self
-                .config
-                .stop_signals
-                .first()
-                .copied()
-                .unwrap_or(libc::SIGTERM),
-        };
-        self.forward(signo);
-        self.phase = Phase::Draining {
-            next_poll: self.config.drain_url.as_ref().map(|_| now),
-        };
-    }
-
-    fn start_drain_poll(&mut self, now: Instant) {
-        let Some(url) = self.config.drain_url.clone() else {
-            return;
-        };
-        let timeout = self.request_timeout(now);
-        self.drain_in_flight = true;
-        self.send_request(get(&url), None, timeout, Purpose::DrainPoll);
-        if let Phase::Draining { next_poll } = &mut self.phase {
-            *next_poll = Some(now + self.config.drain_interval);
-        }
-    }
-
-    fn on_drain_poll(&mut self, result: Result<Response, Failure>) {
-        self.drain_in_flight = false;
-        let reading = drain::evaluate(&result, &self.config.drain_field);
-        self.progress.observe(&reading);
-        if !reading.ready || !matches!(self.phase, Phase::Draining { .. }) {
-            return;
-        }
-        let now = Instant::now();
-        let mut kill_at = now + self.config.ready_grace;
-        if let Some(deadline) = self.stop.and_then(|s| s.deadline) {
-            kill_at = kill_at.min(deadline);
-        }
-        if let Some(stop) = self.stop {
-            self.summary.stop_to_ready_ms = Some(millis(now - stop.since));
-        }
-        info!(
-            "app reports ready ({}); it has {} ms to exit by itself",
-            reading.summary,
-            kill_at.saturating_duration_since(now).as_millis()
-        );
-        self.phase = Phase::Ready { kill_at };
-    }
-
     /// Runs a request on a worker thread; its result comes back as an event.
     fn send_request(
         &self,
@@ -532,70 +838,31 @@ impl Supervisor<'_> {
     ) {
         let outbox = self.outbox.clone();
         let waker = self.waker;
-        let spawned = std::thread::Builder::new()
-            .name("drainit-http".into())
-            .stack_size(256 * 1024)
-            .spawn(move || {
-                let result = http::send(&target, body.as_deref(), timeout);
-                let _ = outbox.send(Message { purpose, result });
-                waker.wake();
-            });
+        let spawned = crate::spawn_thread(
+            http::REQUEST_THREAD,
+            256 * 1024,
+            Box::new(move || {
+                http::run_and_report(&target, body.as_deref(), timeout, |result| {
+                    let _ = outbox.send(Message { purpose, result });
+                    waker.wake();
+                })
+            }),
+        );
         if let Err(e) = spawned {
             // Reported like any failed request, so every in-flight flag clears.
-            let result = Err(Failure::Broken(format!(
-                "cannot start a request thread: {e}"
-            )));
+            let result = Err(Failure::new(
+                http::Kind::Internal,
+                &format!("cannot start a request thread: {e}"),
+            ));
             let _ = self.outbox.send(Message { purpose, result });
             self.waker.wake();
         }
     }
 
-    /// Timers that are due.
-    fn on_time(&mut self, now: Instant) {
-        if let Phase::Ready { kill_at } = self.phase {
-            if now >= kill_at {
-                return self.escalate(Escalation::Ready);
-            }
-        }
-        if self.deadline_armed() && self.stop.and_then(|s| s.deadline).is_some_and(|d| now >= d) {
-            return self.escalate(Escalation::Deadline);
-        }
-        match self.phase {
-            Phase::PreStop { fire_at } if now >= fire_at => self.fire_hooks(now),
-            Phase::Hook { give_up_at } if now >= give_up_at => {
-                warn!("stop hook did not answer in time; sending the stop signal");
-                self.send_stop_signal(now);
-            }
-            Phase::Draining {
-                next_poll: Some(at),
-            } if now >= at && !self.drain_in_flight => self.start_drain_poll(now),
-            Phase::Running => {
-                let due = |next: Option<Instant>| next.is_some_and(|at| now >= at);
-                if self
-                    .watch
-                    .as_ref()
-                    .is_some_and(|w| !w.in_flight && due(w.next_poll))
-                {
-                    self.poll_ecs_task(now);
-                }
-                if self
-                    .protection
-                    .as_ref()
-                    .is_some_and(|p| !p.poll_in_flight && due(p.next_poll))
-                {
-                    self.poll_for_protection(now);
-                }
-            }
-            Phase::OrphanGrace { until, outcome } if now >= until => {
-                info!("orphan grace over; exiting");
-                self.phase = Phase::Done { outcome };
-            }
-            _ => {}
-        }
-    }
-
-    /// SIGKILL to the child's process group (and to the child itself, in
-    /// case it left the group).
+    /// SIGKILL to the child's process group, and to the child itself in
+    /// case it left the group. If neither can be sent (EPERM: a setuid
+    /// child, drainit not root), that is said loudly and the timeline
+    /// decides: never a silent hang.
     fn escalate(&mut self, reason: Escalation) {
         match reason {
             Escalation::Ready => {
@@ -607,18 +874,61 @@ impl Supervisor<'_> {
         }
         // SAFETY: kill has no memory effects; the child is not reaped yet
         // (the reaper runs on this thread and ends the phase first).
-        unsafe {
-            libc::kill(-self.pid, libc::SIGKILL);
-            libc::kill(self.pid, libc::SIGKILL);
+        if unsafe { libc::kill(-self.pid, libc::SIGKILL) } != 0 {
+            // Only the rest of the group: the child itself decides below.
+            debug!(
+                "SIGKILL to process group {}: {}",
+                self.pid,
+                io::Error::last_os_error()
+            );
         }
-        self.phase = Phase::Killed { reason };
+        // A group kill succeeds when any member was signalled, so the child
+        // (not reaped yet, its pid is ours) is judged on its own kill.
+        // SAFETY: as above.
+        if unsafe { libc::kill(self.pid, libc::SIGKILL) } != 0 {
+            let pid1 = std::process::id() == 1;
+            error!(
+                "cannot kill the child (pid {}): {}; {}",
+                self.pid,
+                io::Error::last_os_error(),
+                if pid1 {
+                    "exiting now, which ends the namespace"
+                } else {
+                    "waiting for it to exit"
+                }
+            );
+            self.feed(Event::KillFailed { pid1 });
+        }
+    }
+
+    /// The child outlived its SIGKILL by `KILL_WATCHDOG`: said at error
+    /// level, then handled as a kill that could not be sent.
+    fn kill_stuck(&mut self) {
+        let pid1 = std::process::id() == 1;
+        error!(
+            "the child (pid {}) is still not gone {} s after SIGKILL (stuck in the kernel?); {}",
+            self.pid,
+            KILL_WATCHDOG.as_secs(),
+            if pid1 {
+                "exiting now, which ends the namespace"
+            } else {
+                "waiting for it to exit"
+            }
+        );
+        self.feed(Event::KillFailed { pid1 });
     }
 
     fn reap(&mut self) {
         let reaped = reaper::reap_all();
         for (pid, ended) in reaped.ended {
-            if pid == self.pid && self.child_alive() {
+            if pid == self.pid && self.timeline.child_alive() {
+                // Recorded before anything that could fail: the fallback
+                // ends with it.
+                self.summary.child_status = Some(ended);
                 self.on_child_exit(ended);
+            } else if let Some(at) = self.runs.iter().position(|r| r.pid == pid) {
+                let run = self.runs.swap_remove(at);
+                self.on_run_end(run, ended);
             } else {
                 self.summary.orphans_reaped += 1;
                 if self.config.warn_on_reap {
@@ -628,80 +938,207 @@ impl Supervisor<'_> {
                 }
             }
         }
-        if let Phase::OrphanGrace { outcome, .. } = self.phase {
-            if reaped.none_left {
-                info!("every remaining process has exited");
-                self.phase = Phase::Done { outcome };
-            }
+        if reaped.none_left && !self.timeline.child_alive() && self.outcome.is_none() {
+            info!("every remaining process has exited");
+            self.feed(Event::OthersGone);
         }
     }
 
     fn on_child_exit(&mut self, ended: Ended) {
-        let now = Instant::now();
         match ended {
             Ended::Exited(code) => info!("main child exited with status {code}"),
             Ended::Signaled(signo) => info!("main child was killed by {}", signal_name(signo)),
         }
         self.summary.child_status = Some(ended);
-        if let Some(stop) = self.stop {
-            self.summary.stop_to_exit_ms = Some(millis(now - stop.since));
+        // Nothing waits for a hook or a drain command any more.
+        self.board.abandon_round();
+        self.board.abandon_hooks();
+        self.kill_runs("the main child ended");
+        if let Some(stop) = self.timeline.stop() {
+            self.summary.stop_to_exit_ms = Some(millis(Instant::now() - stop.since));
         }
-        let outcome = match (self.phase, ended) {
-            (
-                Phase::Killed {
-                    reason: Escalation::Ready,
-                },
-                Ended::Signaled(libc::SIGKILL),
-            ) => Outcome::Drained,
-            (
-                Phase::Killed {
-                    reason: Escalation::Deadline,
-                },
-                Ended::Signaled(libc::SIGKILL),
-            ) => Outcome::Deadline,
-            (_, Ended::Exited(code)) => Outcome::Exited(code),
-            (_, Ended::Signaled(signo)) => Outcome::Signaled(signo),
+        self.feed(Event::ChildExited(ended));
+    }
+
+    /// The stop hooks fire together: every `--stop-url` request and every
+    /// `--stop-exec` command; the timeline hears once all are over.
+    fn fire_hooks(&mut self, now: Instant, ticket: Ticket, timeout: Duration) {
+        let urls = self.config.stop_hooks.clone();
+        let execs = self.config.stop_execs.clone();
+        self.board.begin_hooks(ticket, urls.len() + execs.len());
+        for target in urls {
+            info!("stop hook: {} {}", target.method, target.url);
+            self.send_request(target, None, timeout, Purpose::HookUrl(ticket));
+        }
+        for cmd in &execs {
+            info!("stop hook: running {}", cmd.text);
+            if !self.start_run(now, cmd, Role::Hook(ticket), None) {
+                self.hook_done(ticket);
+            }
+        }
+    }
+
+    fn hook_done(&mut self, ticket: Ticket) {
+        if self.board.hook_done(ticket) {
+            self.feed(Event::HookDone(ticket));
+        }
+    }
+
+    /// One round over the drain sources not yet ready: files are looked at
+    /// now, URLs and commands answer later. The timeline hears once every
+    /// source asked has answered.
+    fn start_round(&mut self, now: Instant, ticket: Ticket, timeout: Duration) {
+        let ask = self.board.begin_round(ticket);
+        if ask.is_empty() {
+            let ready = self.board.all_ready();
+            return self.feed(Event::Polled { ticket, ready });
+        }
+        let deadline = self.timeline.stop().and_then(|s| s.deadline);
+        for index in ask {
+            match self.probes[index].clone() {
+                Probe::Url(url) => {
+                    self.send_request(get(&url), None, timeout, Purpose::Source(ticket, index))
+                }
+                Probe::Exec(cmd) => {
+                    let limit = sources::run_timeout(self.config.drain_timeout, deadline, now);
+                    let role = Role::Drain(ticket, index);
+                    if !self.start_run(now, &cmd, role, Some(now + limit)) {
+                        let answer = Answer::NoAnswer("cannot start".into());
+                        self.on_answer(ticket, index, answer);
+                    }
+                }
+                Probe::File(path) => {
+                    let began = self.stop_wall.unwrap_or_else(SystemTime::now);
+                    self.on_answer(ticket, index, sources::check_file(&path, began));
+                }
+            }
+        }
+    }
+
+    /// A drain source answered: logged when its answer changes (so a
+    /// source stuck on one failure is logged once), and the round closes
+    /// when it was the last.
+    fn on_answer(&mut self, ticket: Ticket, index: usize, answer: Answer) {
+        let text = match &answer {
+            Answer::Ready => "ready".to_string(),
+            Answer::NotReady(why) => format!("not ready ({why})"),
+            Answer::NoAnswer(why) => format!("no answer ({why})"),
         };
-        let grace = self.config.orphan_grace;
-        if grace.is_zero() || !self.terminate_remaining() {
-            self.phase = Phase::Done { outcome };
-        } else {
-            info!(
-                "waiting up to {} ms for the remaining processes",
-                grace.as_millis()
-            );
-            self.phase = Phase::OrphanGrace {
-                until: now + grace,
-                outcome,
-            };
+        let Some((previous, over)) = self.board.answer(ticket, index, answer.clone()) else {
+            return;
+        };
+        if previous.as_ref() != Some(&answer) {
+            let source = &self.board.sources[index];
+            let (kind, target) = (source.kind.name(), escape_short(&source.target));
+            match answer {
+                Answer::NoAnswer(_) => warn!("drain source {kind} {target}: {text}"),
+                _ => info!("drain source {kind} {target}: {text}"),
+            }
+        }
+        if over {
+            let ready = self.board.all_ready();
+            self.feed(Event::Polled { ticket, ready });
+        }
+    }
+
+    /// Starts a command in its own group; false (logged) when it cannot.
+    fn start_run(&mut self, now: Instant, cmd: &Cmd, role: Role, kill_at: Option<Instant>) -> bool {
+        crate::fault::point("start_run");
+        match sources::start(cmd) {
+            Ok(pid) => {
+                debug!("started {} as pid {pid}", cmd.text);
+                self.runs.push(Run {
+                    pid,
+                    role,
+                    started: now,
+                    kill_at,
+                    timed_out: None,
+                });
+                true
+            }
+            Err(e) => {
+                warn!("cannot run {}: {e}", cmd.text);
+                false
+            }
+        }
+    }
+
+    /// Commands that ran past their time are killed with their group; the
+    /// reaper then reports them as not answered.
+    fn run_timers(&mut self, now: Instant) {
+        for run in &mut self.runs {
+            if let Some(at) = run.kill_at.filter(|at| now >= *at) {
+                run.kill_at = None;
+                // The time it was given, not when the loop woke: the same
+                // answer each time, so a source stuck hanging is logged once.
+                run.timed_out = Some(at - run.started);
+                sources::kill_group(run.pid);
+            }
+        }
+    }
+
+    /// A command ended: whatever it left in its group goes with it, and its
+    /// status answers its hook or its round.
+    fn on_run_end(&mut self, run: Run, ended: Ended) {
+        sources::kill_group(run.pid);
+        match run.role {
+            Role::Hook(ticket) => {
+                match (run.timed_out, ended) {
+                    (_, Ended::Exited(0)) => info!("stop hook command finished"),
+                    (_, other) => warn!("stop hook command ended: {other:?}"),
+                }
+                self.hook_done(ticket);
+            }
+            Role::Drain(ticket, _) if !self.timeline.awaits(ticket) => {
+                debug!("ignoring a late drain command: the stop moved on without it");
+            }
+            Role::Drain(ticket, index) => {
+                let answer = sources::run_answer(ended, run.timed_out);
+                self.on_answer(ticket, index, answer);
+            }
+            Role::Protect(_) => self.on_protect_answer(sources::run_answer(ended, run.timed_out)),
+        }
+    }
+
+    fn kill_runs(&mut self, why: &str) {
+        self.kill_runs_where(|_| true, why);
+    }
+
+    /// SIGKILL to the groups of the matching commands; they stay in the
+    /// table until reaped, so none is taken for an orphan.
+    fn kill_runs_where(&mut self, matches: impl Fn(&Run) -> bool, why: &str) {
+        for run in self.runs.iter_mut().filter(|r| matches(r)) {
+            debug!("killing command pid {}: {why}", run.pid);
+            run.kill_at = None;
+            sources::kill_group(run.pid);
         }
     }
 
     /// SIGTERM to every process left behind; false when there is none.
     fn terminate_remaining(&self) -> bool {
-        let children = own_children();
-        if children.is_empty() {
-            return false;
-        }
         if std::process::id() == 1 {
             // As PID 1, kill(-1) reaches every process in the namespace
-            // (but not us), descendants of orphans included.
+            // (but not us), descendants of orphans included; ESRCH says
+            // there is none. No /proc file needed.
             // SAFETY: kill has no memory effects.
-            unsafe { libc::kill(-1, libc::SIGTERM) };
-        } else {
-            // Not PID 1, kill(-1) would reach the whole host: signal our own
-            // children only. They are not reaped yet, so their PIDs are ours.
-            for pid in children {
-                // SAFETY: as above.
-                unsafe { libc::kill(pid, libc::SIGTERM) };
-            }
+            return unsafe { libc::kill(-1, libc::SIGTERM) } == 0;
         }
-        true
+        // Not PID 1, kill(-1) would reach the whole host: signal our own
+        // children only. They are not reaped yet, so their PIDs are ours.
+        let children = own_children();
+        for &pid in &children {
+            // SAFETY: as above.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+        }
+        !children.is_empty()
     }
 
     /// Forwards a received signal (after `-r`) to the child or its group.
-    fn forward(&self, signo: i32) {
-        if !self.child_alive() {
+    fn forward(&mut self, signo: i32) {
+        if self.in_hand.is_some_and(|r| r.signo == signo) {
+            self.in_hand = None;
+        }
+        if !self.timeline.child_alive() {
             return;
         }
         let Some(sent) = self.config.rewritten(signo) else {
@@ -730,6 +1167,14 @@ impl Supervisor<'_> {
     }
 }
 
+/// The outcome of a child that ended with no escalation involved.
+fn child_outcome(ended: Ended) -> Outcome {
+    match ended {
+        Ended::Exited(code) => Outcome::Exited(code),
+        Ended::Signaled(signo) => Outcome::Signaled(signo),
+    }
+}
+
 fn get(url: &str) -> Target {
     Target {
         method: "GET".into(),
@@ -737,16 +1182,27 @@ fn get(url: &str) -> Target {
     }
 }
 
-fn millis(d: Duration) -> u64 {
+/// A source's name for the log: escaped and cut short.
+fn escape_short(text: &str) -> String {
+    crate::logging::escape(text, 200)
+}
+
+/// Whole milliseconds as u64: every duration drainit logs or reports goes
+/// through here, so the binary carries no u128 formatting.
+pub fn millis(d: Duration) -> u64 {
     d.as_millis().min(u64::MAX as u128) as u64
 }
 
-/// drainit's live children, from /proc (orphans re-parented to it included).
+/// drainit's live children, from /proc (orphans re-parented to it included):
+/// the per-thread `children` files, or, where the kernel has none
+/// (no CONFIG_PROC_CHILDREN), every process's parent in `/proc/PID/stat`.
 fn own_children() -> Vec<i32> {
     let mut out = Vec::new();
+    let mut found_file = false;
     if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
         for task in tasks.flatten() {
             if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
+                found_file = true;
                 out.extend(
                     text.split_whitespace()
                         .filter_map(|s| s.parse::<i32>().ok()),
@@ -754,5 +1210,48 @@ fn own_children() -> Vec<i32> {
             }
         }
     }
+    if !found_file {
+        let me = std::process::id() as i32;
+        // Not even drainit's own entry: no procfs there (a sandbox).
+        if std::fs::metadata("/proc/self/stat").is_err() {
+            // Called once per run (when the child ends): one warning.
+            warn!("--orphan-grace: no /proc here; cannot find the remaining processes to signal");
+        }
+        if let Ok(entries) = std::fs::read_dir("/proc") {
+            for entry in entries.flatten() {
+                let Some(pid) = entry
+                    .file_name()
+                    .to_str()
+                    .and_then(|n| n.parse::<i32>().ok())
+                else {
+                    continue;
+                };
+                let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+                if parent_in_stat(&stat) == Some(me) {
+                    out.push(pid);
+                }
+            }
+        }
+    }
     out
+}
+
+/// The parent PID from a `/proc/PID/stat` line; the command name in
+/// parentheses may itself contain spaces and parentheses.
+fn parent_in_stat(stat: &str) -> Option<i32> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parent_from_stat_lines() {
+        assert_eq!(parent_in_stat("42 (sleep) S 7 42 1 0"), Some(7));
+        assert_eq!(parent_in_stat("42 (a) b) (c) R 9 42"), Some(9));
+        assert_eq!(parent_in_stat("garbage"), None);
+        assert_eq!(parent_in_stat(""), None);
+    }
 }

@@ -1,21 +1,25 @@
-//! drainit as the real ENTRYPOINT under a real container runtime: an image
-//! built `FROM scratch` around the static (musl) drainit, the static
-//! drain_demo example and Debian's static busybox, driven with `docker
-//! stop`, `docker kill` and `docker exec`, results read from `docker
-//! inspect`. Skipped (loudly) when no Docker engine answers, unless
-//! `DRAINIT_REQUIRE_DOCKER=1`, which turns a missing engine into a failure.
+//! drainit as the real ENTRYPOINT under a real container runtime: the
+//! release image (`FROM scratch`, only /drainit, scripts/scratch.Dockerfile)
+//! built from the static (musl) drainit, and a test image that takes drainit
+//! from it with `COPY --from=` next to the static drain_demo example and
+//! Debian's static busybox, driven with `docker stop`, `docker kill` and
+//! `docker exec`, results read from `docker inspect`. Also drainit as
+//! Docker's `--init` binary, mounted the way dockerd mounts it. Every image
+//! and container gets a name unique to this run and is removed at the end,
+//! also when a test fails. Skipped (loudly) when no Docker engine answers,
+//! unless `DRAINIT_REQUIRE_DOCKER=1`, which turns a missing engine into a
+//! failure.
 
 mod support;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use support::{wait_for, Scratch};
 
-const IMAGE: &str = "drainit-test:latest";
 const TARGET: &str = "x86_64-unknown-linux-musl";
 
 fn docker(args: &[&str]) -> Output {
@@ -59,10 +63,87 @@ fn engine_available() -> bool {
     })
 }
 
-/// Builds the static binaries and the test image once per test run.
-fn image() -> &'static str {
-    static BUILT: OnceLock<()> = OnceLock::new();
+/// A tag no other run (on this engine, now or later) uses.
+fn unique_tag(repository: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{repository}:{}-{nanos}", std::process::id())
+}
+
+/// Images this run built: removed when the test binary exits. Statics are
+/// never dropped, so the removal is an `atexit` handler; libtest ends with
+/// `exit` whether tests passed or failed (a panicking test included).
+static IMAGES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+extern "C" fn remove_images() {
+    let images = std::mem::take(&mut *IMAGES.lock().unwrap_or_else(|e| e.into_inner()));
+    if !images.is_empty() {
+        let mut args = vec!["rmi", "-f"];
+        args.extend(images.iter().map(String::as_str));
+        let _ = docker(&args);
+    }
+}
+
+fn build_image(tag: &str, context: &Path, dockerfile: Option<&Path>) {
+    {
+        let mut images = IMAGES.lock().unwrap();
+        if images.is_empty() {
+            // SAFETY: registers a plain extern "C" function.
+            unsafe { libc::atexit(remove_images) };
+        }
+        // Registered before the build: a half-failed build is removed too.
+        images.push(tag.to_string());
+    }
+    // --no-cache: see scripts/release.sh (cached steps cross platforms).
+    let mut args = vec!["build", "-q", "--no-cache", "-t", tag];
+    if let Some(file) = dockerfile {
+        args.extend(["-f", file.to_str().unwrap()]);
+    }
+    args.push(context.to_str().unwrap());
+    docker_ok(&args);
+}
+
+/// Removes what earlier runs left behind when they were killed before their
+/// clean-up ran: images and containers named after a test process that no
+/// longer exists (names carry the creating test's PID).
+fn sweep_leftovers_of_dead_runs() {
+    let dead = |name: &str, prefix: &str| {
+        let pid = name
+            .strip_prefix(prefix)
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok());
+        pid.is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+    };
+    let images = docker_ok(&["images", "--format", "{{.Repository}}:{{.Tag}}"]);
+    for image in images.lines() {
+        if dead(image, "drainit-test:") || dead(image, "drainit-test-release:") {
+            let _ = docker(&["rmi", "-f", image]);
+        }
+    }
+    let containers = docker_ok(&["ps", "-a", "--format", "{{.Names}}"]);
+    for name in containers.lines() {
+        if dead(name, "drainit-test-") {
+            let _ = docker(&["rm", "-f", name]);
+        }
+    }
+}
+
+struct Built {
+    /// The static drainit as built (what `--init` mounts).
+    drainit: PathBuf,
+    /// The release image: only /drainit.
+    release: String,
+    /// The test image: drainit, drain_demo, busybox.
+    test: String,
+}
+
+/// Builds the static binaries and the two images once per test run.
+fn built() -> &'static Built {
+    static BUILT: OnceLock<Built> = OnceLock::new();
     BUILT.get_or_init(|| {
+        sweep_leftovers_of_dead_runs();
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
         // A separate target dir: the outer `cargo test` owns the default one.
         let target_dir = root.join("target").join("container");
@@ -90,46 +171,83 @@ fn image() -> &'static str {
             busybox.exists(),
             "/bin/busybox missing: install Debian's busybox-static"
         );
-        let release = target_dir.join(TARGET).join("release");
+        let release_dir = target_dir.join(TARGET).join("release");
+        let drainit = release_dir.join("drainit");
+
+        // The release image, exactly as scripts/release.sh builds it.
+        let release = unique_tag("drainit-test-release");
+        let context = Scratch::new("release-image");
+        std::fs::copy(&drainit, context.file("drainit")).unwrap();
+        build_image(
+            &release,
+            &context.path,
+            Some(&root.join("scripts").join("scratch.Dockerfile")),
+        );
+
+        let test = unique_tag("drainit-test");
         let context = Scratch::new("image");
         for (from, to) in [
-            (release.join("drainit"), "drainit"),
-            (release.join("examples").join("drain_demo"), "drain_demo"),
+            (
+                release_dir.join("examples").join("drain_demo"),
+                "drain_demo",
+            ),
             (busybox, "busybox"),
         ] {
             std::fs::copy(&from, context.file(to))
                 .unwrap_or_else(|e| panic!("copy {}: {e}", from.display()));
         }
+        // drainit comes from the release image, as a user's image takes it.
         std::fs::write(
             context.file("Dockerfile"),
-            "FROM scratch\n\
-             COPY busybox /bin/busybox\n\
-             RUN [\"/bin/busybox\", \"--install\", \"-s\", \"/bin\"]\n\
-             RUN [\"/bin/busybox\", \"mkdir\", \"-m\", \"1777\", \"/tmp\"]\n\
-             COPY drainit /drainit\n\
-             COPY drain_demo /drain_demo\n\
-             ENV PATH=/bin\n\
-             ENTRYPOINT [\"/drainit\"]\n",
+            format!(
+                "FROM {release} AS drainit\n\
+                 FROM scratch\n\
+                 COPY busybox /bin/busybox\n\
+                 RUN [\"/bin/busybox\", \"--install\", \"-s\", \"/bin\"]\n\
+                 RUN [\"/bin/busybox\", \"mkdir\", \"-m\", \"1777\", \"/tmp\"]\n\
+                 COPY --from=drainit /drainit /drainit\n\
+                 COPY drain_demo /drain_demo\n\
+                 ENV PATH=/bin\n\
+                 ENTRYPOINT [\"/drainit\"]\n"
+            ),
         )
         .unwrap();
-        docker_ok(&["build", "-q", "-t", IMAGE, context.path.to_str().unwrap()]);
-    });
-    IMAGE
+        build_image(&test, &context.path, None);
+        Built {
+            drainit,
+            release,
+            test,
+        }
+    })
 }
 
-/// A running container, removed on drop.
+fn image() -> &'static str {
+    &built().test
+}
+
+/// A container, removed on drop: also when `docker run` itself failed
+/// after creating it (a `Created` container is left behind otherwise).
 struct Container {
     name: String,
 }
 
 impl Container {
     fn run(test: &str, args: &[&str]) -> Container {
-        let name = format!("drainit-test-{}-{test}", std::process::id());
-        let _ = docker(&["rm", "-f", &name]);
-        let mut all = vec!["run", "-d", "--name", &name, image()];
+        Container::run_with(test, &[], image(), args)
+    }
+
+    /// `docker run -d [options] IMAGE args...`
+    fn run_with(test: &str, options: &[&str], image: &str, args: &[&str]) -> Container {
+        let c = Container {
+            name: format!("drainit-test-{}-{test}", std::process::id()),
+        };
+        let _ = docker(&["rm", "-f", &c.name]);
+        let mut all = vec!["run", "-d", "--name", &c.name];
+        all.extend_from_slice(options);
+        all.push(image);
         all.extend_from_slice(args);
         docker_ok(&all);
-        Container { name }
+        c
     }
 
     fn exec_ok(&self, command: &str) -> bool {
@@ -248,6 +366,46 @@ fn never_ready_app_is_killed_at_grace_with_124_before_the_runtime_timeout() {
 }
 
 #[test]
+fn a_drain_file_drains_a_from_scratch_container() {
+    if !engine_available() {
+        return;
+    }
+    // The image is FROM scratch: no HTTP server, no curl, only a file the
+    // app writes when it has finished (busybox is there for the app itself).
+    let script = "trap 'sleep 1; touch /tmp/drained' TERM; touch /tmp/up; \
+                  while :; do sleep 1; done";
+    let c = Container::run(
+        "drain-file",
+        &[
+            "--grace",
+            "20s",
+            "--drain-file",
+            "/tmp/drained",
+            "--drain-interval",
+            "200ms",
+            "--ready-grace",
+            "200ms",
+            "--",
+            "/bin/sh",
+            "-c",
+            script,
+        ],
+    );
+    c.wait_until("the app to start", "test -e /tmp/up");
+    let took = c.stop(30);
+    assert_eq!(c.exit_code(), 0, "{}", c.logs());
+    let logs = c.logs();
+    assert!(logs.contains("\"outcome\":\"drained\""), "{logs}");
+    assert!(logs.contains("\"kind\":\"file\""), "{logs}");
+    assert!(took < Duration::from_secs(20), "docker stop took {took:?}");
+    let _ = writeln!(
+        std::io::stderr(),
+        "container: docker stop with a drain file took {} ms",
+        took.as_millis()
+    );
+}
+
+#[test]
 fn zombies_made_inside_the_container_are_reaped() {
     if !engine_available() {
         return;
@@ -285,4 +443,148 @@ fn docker_kill_hup_reaches_the_app() {
     c.wait_until("the app to see HUP", "test -e /tmp/hup");
     c.stop(10);
     assert_eq!(c.exit_code(), 0);
+}
+
+/// `docker run --init` as dockerd does it: the init binary bind-mounted
+/// read-only at /sbin/docker-init and run as `/sbin/docker-init -- CMD...`
+/// (this reproduces it without reconfiguring the machine's daemon). Drain
+/// options can only come from `DRAINIT_*` variables there.
+fn run_as_docker_init(test: &str, env: &[&str], cmd: &[&str]) -> Container {
+    let mount = format!("{}:/sbin/docker-init:ro", built().drainit.display());
+    let mut options = vec!["--entrypoint", "/sbin/docker-init", "-v", &mount];
+    for var in env {
+        options.extend(["-e", var]);
+    }
+    let mut args = vec!["--"];
+    args.extend_from_slice(cmd);
+    Container::run_with(test, &options, image(), &args)
+}
+
+#[test]
+fn as_docker_init_a_draining_app_stops_with_0() {
+    if !engine_available() {
+        return;
+    }
+    let c = run_as_docker_init(
+        "init-drain",
+        &[
+            "DRAINIT_GRACE=20s",
+            "DRAINIT_DRAIN_URL=http://127.0.0.1:8080/drain",
+        ],
+        &["/drain_demo"],
+    );
+    c.wait_until(
+        "the demo app to answer",
+        "wget -qO- http://127.0.0.1:8080/drain 2>&1 | grep -q 503",
+    );
+    // PID 1 is the mounted init, as with `docker run --init`.
+    assert_eq!(c.exec("readlink /proc/1/exe"), "/sbin/docker-init");
+    let took = c.stop(30);
+    assert_eq!(c.exit_code(), 0, "{}", c.logs());
+    assert!(c.logs().contains("\"outcome\":\"drained\""), "{}", c.logs());
+    assert!(took >= Duration::from_secs(3), "docker stop took {took:?}");
+    assert!(took < Duration::from_secs(25), "docker stop took {took:?}");
+}
+
+#[test]
+fn as_docker_init_a_stuck_app_stops_with_124_at_the_grace() {
+    if !engine_available() {
+        return;
+    }
+    let c = run_as_docker_init(
+        "init-stuck",
+        &[
+            "DRAINIT_GRACE=2s",
+            "DRAINIT_DRAIN_URL=http://127.0.0.1:9/drain",
+        ],
+        &[
+            "/bin/sh",
+            "-c",
+            "trap '' TERM; touch /tmp/up; while :; do sleep 1; done",
+        ],
+    );
+    c.wait_until("the app to start", "test -e /tmp/up");
+    let took = c.stop(20);
+    assert_eq!(c.exit_code(), 124, "{}", c.logs());
+    // The grace, not the runtime's -t 20; >= 1 s of tolerance either side.
+    assert!(took >= Duration::from_secs(1), "docker stop took {took:?}");
+    assert!(took < Duration::from_secs(10), "docker stop took {took:?}");
+    let _ = writeln!(
+        std::io::stderr(),
+        "container: as docker-init, deadline stop took {} ms (DRAINIT_GRACE=2s)",
+        took.as_millis()
+    );
+}
+
+#[test]
+fn the_release_image_holds_only_drainit() {
+    if !engine_available() {
+        return;
+    }
+    let b = built();
+    let binary = std::fs::metadata(&b.drainit).unwrap().len();
+    let size: u64 = docker_ok(&["image", "inspect", "-f", "{{.Size}}", &b.release])
+        .parse()
+        .unwrap();
+    assert!(size <= 1 << 20, "release image {size} bytes, over 1 MiB");
+    assert!(size >= binary, "{size} < the binary's {binary}");
+    // One layer with one file: nothing but /drainit (plus tar framing).
+    assert!(size < binary + 8192, "image {size} bytes, binary {binary}");
+    let layers = docker_ok(&[
+        "image",
+        "inspect",
+        "-f",
+        "{{len .RootFS.Layers}}",
+        &b.release,
+    ]);
+    assert_eq!(layers, "1");
+    let out = docker_ok(&["run", "--rm", &b.release, "--version"]);
+    assert!(out.starts_with("drainit "), "{out}");
+    assert!(out.contains(" - git."), "{out}");
+    let _ = writeln!(
+        std::io::stderr(),
+        "container: release image {size} bytes (binary {binary})"
+    );
+}
+
+#[test]
+fn a_container_that_fails_to_start_is_removed() {
+    if !engine_available() {
+        return;
+    }
+    let image = image(); // a failed build must fail the test, not pass it
+    let name = format!("drainit-test-{}-nostart", std::process::id());
+    // The runtime creates the container, then fails to start it.
+    let result = std::panic::catch_unwind(|| {
+        Container::run_with("nostart", &["--entrypoint", "/no/such/init"], image, &[])
+    });
+    assert!(result.is_err(), "the container should not start");
+    let left = docker_ok(&["ps", "-a", "-q", "--filter", &format!("name=^{name}$")]);
+    assert_eq!(left, "", "a Created container was left behind");
+}
+
+#[test]
+fn leftovers_of_a_killed_run_are_swept() {
+    if !engine_available() {
+        return;
+    }
+    let image = image();
+    // A PID that belonged to a process that has exited: a "killed run".
+    let mut gone = Command::new("true").spawn().unwrap();
+    let pid = gone.id();
+    gone.wait().unwrap();
+    let name = format!("drainit-test-{pid}-leftover");
+    let tag = format!("drainit-test:{pid}-1");
+    docker_ok(&["create", "--name", &name, image]);
+    docker_ok(&["tag", image, &tag]);
+    sweep_leftovers_of_dead_runs();
+    let left = docker_ok(&["ps", "-a", "-q", "--filter", &format!("name=^{name}$")]);
+    let tags = docker_ok(&["images", "-q", &tag]);
+    // Clean up even if the sweep missed them, then judge.
+    let _ = docker(&["rm", "-f", &name]);
+    let _ = docker(&["rmi", &tag]);
+    assert_eq!(left, "", "the leftover container was not removed");
+    assert_eq!(tags, "", "the leftover image tag was not removed");
+    // This run's own image is alive and untouched.
+    docker_ok(&["image", "inspect", "-f", "{{.Id}}", image]);
 }

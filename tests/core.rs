@@ -296,6 +296,7 @@ fn block_and_ignore(
     raise: Option<i32>,
 ) -> impl FnMut() -> std::io::Result<()> + Send + Sync {
     move || {
+        set_32_and_33(libc::SIG_DFL)?;
         // SAFETY: test-only libc calls between fork and exec.
         unsafe {
             let mut set: libc::sigset_t = std::mem::zeroed();
@@ -308,7 +309,19 @@ fn block_and_ignore(
                 libc::signal(signo, libc::SIG_IGN);
             }
             if let Some(signo) = raise {
-                libc::raise(signo);
+                // Sent by another process, as a platform would: drainit
+                // never forwards a signal it raised itself (same pid).
+                let me = libc::getpid();
+                match libc::fork() {
+                    0 => {
+                        libc::kill(me, signo);
+                        libc::_exit(0);
+                    }
+                    pid if pid > 0 => {
+                        libc::waitpid(pid, std::ptr::null_mut(), 0);
+                    }
+                    _ => return Err(std::io::Error::last_os_error()),
+                }
             }
         }
         Ok(())
@@ -317,43 +330,97 @@ fn block_and_ignore(
 
 #[test]
 fn child_inherits_the_mask_and_ignored_signals_drainit_inherited() {
-    let (blocked, ignored) = inherited_state_test(drainit(Vec::<String>::new()));
-    assert_eq!(
-        u64::from_str_radix(&blocked, 16).unwrap(),
-        0,
-        "drainit's own mask must not leak"
-    );
-    for signo in [libc::SIGTTOU, libc::SIGTTIN, libc::SIGPIPE, libc::SIGCHLD] {
-        assert!(
-            !sigset_has(&ignored, signo),
-            "signal {signo} ignored: SigIgn {ignored}"
+    let bits = |signals: &[i32]| signals.iter().fold(0u64, |acc, s| acc | 1 << (s - 1));
+    // The debug binary is a glibc build (whose posix_spawn would leave its
+    // internal signals 32 and 33 ignored in the child); the static build
+    // is what ships. Both must hand over exactly what they inherited.
+    for binary in [DRAINIT.to_string(), built(Build::Static)] {
+        let (blocked, ignored) = inherited_state_test(
+            drainit(Vec::<String>::new())
+                .binary(&binary)
+                .before_exec(block_and_ignore(&[], &[], None)),
         );
-    }
-
-    // Both as PID 1 and not: blocked USR2/WINCH and ignored HUP/PIPE/TTOU
-    // must reach the child exactly as drainit inherited them.
-    for launch in [
-        drainit(Vec::<String>::new()),
-        drainit(Vec::<String>::new()).not_pid1(),
-    ] {
-        let launch = launch.before_exec(block_and_ignore(
-            &[libc::SIGUSR2, libc::SIGWINCH],
-            &[libc::SIGHUP, libc::SIGPIPE, libc::SIGTTOU],
-            None,
-        ));
-        let (blocked, ignored) = inherited_state_test(launch);
         assert_eq!(
             u64::from_str_radix(&blocked, 16).unwrap(),
-            (1 << (libc::SIGUSR2 - 1)) | (1 << (libc::SIGWINCH - 1)),
-            "SigBlk {blocked}"
+            0,
+            "{binary}: drainit's own mask must not leak"
         );
-        for signo in [libc::SIGHUP, libc::SIGPIPE, libc::SIGTTOU] {
-            assert!(
-                sigset_has(&ignored, signo),
-                "signal {signo} should stay ignored: SigIgn {ignored}"
+        assert_eq!(
+            u64::from_str_radix(&ignored, 16).unwrap(),
+            0,
+            "{binary}: nothing was ignored, nothing may be: SigIgn {ignored}"
+        );
+
+        // Both as PID 1 and not: blocked USR2/WINCH and ignored HUP/PIPE/TTOU
+        // must reach the child exactly as drainit inherited them.
+        for launch in [
+            drainit(Vec::<String>::new()),
+            drainit(Vec::<String>::new()).not_pid1(),
+        ] {
+            let launch = launch.binary(&binary).before_exec(block_and_ignore(
+                &[libc::SIGUSR2, libc::SIGWINCH],
+                &[libc::SIGHUP, libc::SIGPIPE, libc::SIGTTOU],
+                None,
+            ));
+            let (blocked, ignored) = inherited_state_test(launch);
+            assert_eq!(
+                u64::from_str_radix(&blocked, 16).unwrap(),
+                bits(&[libc::SIGUSR2, libc::SIGWINCH]),
+                "{binary}: SigBlk {blocked}"
+            );
+            assert_eq!(
+                u64::from_str_radix(&ignored, 16).unwrap(),
+                bits(&[libc::SIGHUP, libc::SIGPIPE, libc::SIGTTOU]),
+                "{binary}: SigIgn {ignored}"
             );
         }
-        assert!(!sigset_has(&ignored, libc::SIGTTIN), "SigIgn {ignored}");
+    }
+}
+
+/// Sets the C libraries' internal signals 32 and 33 to `handler` (SIG_DFL
+/// or SIG_IGN), which libc's `signal` refuses: the raw system call, between
+/// fork and exec. The test process itself may have them ignored (a glibc
+/// `posix_spawn` started it), so every launch here sets them.
+fn set_32_and_33(handler: usize) -> std::io::Result<()> {
+    let mut action = [0usize; 16];
+    action[0] = handler;
+    for signo in [32, 33] {
+        // SAFETY: rt_sigaction reads the action (handler first, the rest
+        // zero), which outlives the call.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigaction,
+                signo,
+                action.as_ptr(),
+                std::ptr::null::<usize>(),
+                8usize,
+            )
+        };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn signals_32_and_33_inherited_ignored_stay_ignored() {
+    let both = (1u64 << 31) | (1 << 32);
+    for binary in [DRAINIT.to_string(), built(Build::Static)] {
+        for launch in [
+            drainit(Vec::<String>::new()),
+            drainit(Vec::<String>::new()).not_pid1(),
+        ] {
+            let launch = launch
+                .binary(&binary)
+                .before_exec(|| set_32_and_33(libc::SIG_IGN));
+            let (_, got) = inherited_state_test(launch);
+            assert_eq!(
+                u64::from_str_radix(&got, 16).unwrap(),
+                both,
+                "{binary}: SigIgn {got}"
+            );
+        }
     }
 }
 

@@ -97,6 +97,7 @@ fn fake_agent_idle_is_ready(state: Arc<Mutex<Agent>>) -> Server {
 
 const STUBBORN: &str =
     "trap 'echo TERM >> \"$D/term\"' TERM; trap 'echo USR1 >> \"$D/usr1\"' USR1; \
+     trap 'echo INT >> \"$D/int\"' INT; \
                         touch \"$D/ready\"; while :; do sleep 0.05; done";
 
 fn task_polls(server: &Server) -> usize {
@@ -158,6 +159,12 @@ fn stopped_begins_the_drain_and_the_platform_sigterm_is_absorbed() {
         latency < Duration::from_millis(1000 + 2000),
         "TERM {latency:?} after STOPPED (interval 1s)"
     );
+
+    // An operator's Ctrl-C is not the platform's signal: forwarded.
+    d.signal(libc::SIGINT);
+    wait_for("INT to reach the app", PATIENCE, || {
+        (scratch.read("int").lines().count() == 1).then_some(())
+    });
 
     // The platform's SIGTERM now arrives: absorbed, not forwarded again.
     d.signal(libc::SIGTERM);
@@ -274,22 +281,31 @@ fn ecs_off_makes_no_request() {
     let scratch = Scratch::new("ecs-off");
     let state = Arc::new(Mutex::new(Agent::default()));
     let server = fake_agent(state);
-    // The same run with ECS on makes its first requests at once; with
-    // --ecs off the agent sees nothing while the child lives.
-    let (code, stderr) = drainit(["--ecs", "off"])
-        .with_args(sh(&scratch, "sleep 1.5"))
+    // Two runs side by side, both children waiting for the same file. The
+    // ECS-on run starts only once the --ecs off run's child is up, and the
+    // children go only once the on run has read the metadata: the off run
+    // lived, after its child started, at least as long as that took.
+    let on_server = fake_agent(Arc::new(Mutex::new(Agent::default())));
+    let child = |name: &str| {
+        format!("touch \"$D/up-{name}\"; while [ ! -e \"$D/quit\" ]; do sleep 0.02; done")
+    };
+    let mut off = drainit(["--ecs", "off"])
+        .with_args(sh(&scratch, &child("off")))
         .env("ECS_CONTAINER_METADATA_URI_V4", &server.url("/v4/abc"))
-        .run();
-    assert_eq!(code, 0, "{stderr}");
-    assert_eq!(server.count(), 0);
-    let (code, _) = drainit(sh(&scratch, "sleep 1.5"))
-        .env("ECS_CONTAINER_METADATA_URI_V4", &server.url("/v4/abc"))
-        .run();
-    assert_eq!(code, 0);
-    assert!(
-        server.count() >= 2,
-        "with ECS on, container and task metadata are read"
+        .start();
+    scratch.wait_file("up-off");
+    let mut on = drainit(sh(&scratch, &child("on")))
+        .env("ECS_CONTAINER_METADATA_URI_V4", &on_server.url("/v4/abc"))
+        .start();
+    wait_for(
+        "container and task metadata reads with ECS on",
+        PATIENCE,
+        || (on_server.count() >= 2).then_some(()),
     );
+    scratch.touch("quit");
+    assert_eq!(off.wait_code(), 0, "{}", off.stderr());
+    assert_eq!(on.wait_code(), 0, "{}", on.stderr());
+    assert_eq!(server.count(), 0, "--ecs off made a request");
 }
 
 /// drainit with `--ecs-protect` (polled every second) against a fake agent
@@ -413,5 +429,41 @@ fn bad_ecs_settings_exit_2() {
         &[],
         &[("ECS_CONTAINER_METADATA_URI_V4", "https://x/v4")],
         "ECS_CONTAINER_METADATA_URI_V4",
+    );
+}
+
+#[test]
+fn a_loop_panic_during_the_pre_stop_delay_still_signals_the_app() {
+    // ECS began the stop; the app waits for its TERM behind a 20 s delay
+    // when the loop dies (HUP trips the fault point). The fallback has no
+    // timers: it must send the stop signal at once instead of never.
+    let scratch = Scratch::new("ecs-loop-panic");
+    let state = Arc::new(Mutex::new(Agent {
+        desired: "STOPPED",
+        ..Agent::default()
+    }));
+    let server = fake_agent(state);
+    let mut d = drainit(["--pre-stop-delay", "20s", "--grace", "40s"])
+        .binary(&built(Build::StaticFaults))
+        .env("DRAINIT_TEST_FAULT", "event_loop")
+        .env("ECS_CONTAINER_METADATA_URI_V4", &server.url("/v4/abc"))
+        .with_args(sh(
+            &scratch,
+            "trap 'exit 9' TERM; trap 'touch \"$D/hup\"' HUP; touch \"$D/ready\"; \
+             while :; do sleep 0.05; done",
+        ))
+        .start();
+    scratch.wait_file("ready");
+    wait_for("the ECS-triggered stop", PATIENCE, || {
+        d.stderr().contains("stop begins (ECS)").then_some(())
+    });
+    let sent = Instant::now();
+    d.signal(libc::SIGHUP);
+    let status = d.wait_status(PATIENCE);
+    assert_eq!(status.code(), Some(9), "{}", d.stderr());
+    assert!(
+        sent.elapsed() < Duration::from_secs(15),
+        "TERM reached the app {:?} after the panic",
+        sent.elapsed()
     );
 }

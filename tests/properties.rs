@@ -7,7 +7,7 @@
 use drainit::config::parse_duration;
 use drainit::drain::{evaluate, is_json};
 use drainit::ecs::{parse_container, parse_protection_answer, parse_task};
-use drainit::http::{parse_url, Failure, Response};
+use drainit::http::{parse_url, Failure, Kind, Response};
 use drainit::signals::{parse_signal, signal_name};
 
 const ROUNDS: usize = 30_000;
@@ -153,27 +153,37 @@ fn drain_bodies() {
             body: body.clone(),
         };
         let reading = evaluate(&Ok(response), pointer);
-        if reading.ready {
-            let json: Option<serde_json::Value> = serde_json::from_slice(&body).ok();
-            let by_json = is_json(content_type)
-                && json.as_ref().and_then(|v| v.pointer(pointer))
-                    == Some(&serde_json::Value::Bool(true));
-            let by_status = !is_json(content_type) && (200..300).contains(&status);
-            assert!(
-                by_json || by_status,
-                "ready without reason: {status} {content_type:?} {body:?} at {pointer}"
+        let json: Option<serde_json::Value> = serde_json::from_slice(&body).ok();
+        let at_pointer = json.as_ref().and_then(|v| v.pointer(pointer));
+        let by_json = is_json(content_type) && at_pointer == Some(&serde_json::Value::Bool(true));
+        let by_status = !is_json(content_type) && (200..300).contains(&status);
+        // Ready exactly when a rule says so, never otherwise.
+        assert_eq!(
+            reading.ready,
+            by_json || by_status,
+            "{status} {content_type:?} {body:?} at {pointer}"
+        );
+        if !reading.ready {
+            // A not-ready reading names its problem, unless the app itself
+            // said false.
+            let said_false =
+                is_json(content_type) && at_pointer == Some(&serde_json::Value::Bool(false));
+            assert_eq!(
+                reading.problem.is_none(),
+                said_false,
+                "{status} {content_type:?} {body:?} at {pointer}: {:?}",
+                reading.problem
             );
-        } else {
-            assert!(reading.problem.is_some() || !reading.ready);
         }
     }
-    for failure in [
-        Failure::Refused,
-        Failure::Timeout,
-        Failure::TooLarge,
-        Failure::Redirect(301),
-        Failure::Broken(String::new()),
+    for kind in [
+        Kind::Refused,
+        Kind::Timeout,
+        Kind::TooLarge,
+        Kind::Redirect,
+        Kind::Io,
     ] {
+        let failure = Failure::new(kind, "");
         assert!(!evaluate(&Err(failure), "/readyForTermination").ready);
     }
 }
@@ -201,5 +211,69 @@ fn ecs_bodies() {
         }
         let _ = parse_container(&body);
         let _ = parse_protection_answer([200, 400, 429, 500][rng.below(4)], &body);
+    }
+}
+
+/// POSIX single quoting of one word: what an operator writes in a shell.
+fn quote(word: &str) -> String {
+    format!("'{}'", word.replace('\'', "'\\''"))
+}
+
+#[test]
+fn commands() {
+    use drainit::sources::parse_command;
+    let path = Some("/usr/bin:/bin");
+    let mut rng = Rng(0x5eed_0012);
+    for _ in 0..ROUNDS / 10 {
+        // Random text from the quoting alphabet: never a panic, and an
+        // accepted command always names a program that exists.
+        let text = format!("true {}", rng.word("ab '\"\\\\ \t\n$;|*", 16));
+        if let Ok(cmd) = parse_command(&text, path) {
+            assert_eq!(cmd.argv[0], "true");
+            assert!(cmd.program.exists(), "{text:?} -> {cmd:?}");
+        }
+        let raw = String::from_utf8_lossy(&rng.bytes(24)).into_owned();
+        if let Ok(cmd) = parse_command(&raw, path) {
+            assert!(!cmd.argv.is_empty() && cmd.program.exists(), "{raw:?}");
+        }
+        // Words quoted as a shell user would come back exactly.
+        let words: Vec<String> = (0..rng.below(5))
+            .map(|_| rng.word("ab '\"\\\\ \t,$", 8))
+            .collect();
+        let text = std::iter::once("true".to_string())
+            .chain(words.iter().map(|w| quote(w)))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let cmd = parse_command(&text, path).unwrap_or_else(|e| panic!("{text:?}: {e}"));
+        assert_eq!(cmd.argv[1..], words[..], "{text:?}");
+        // An unclosed quote is always refused.
+        let open = format!("{text} '{}", rng.word("ab \"", 6));
+        assert!(parse_command(&open, path).is_err(), "{open:?}");
+    }
+}
+
+#[test]
+fn protection_over_sources() {
+    use drainit::sources::{protect_busy, Answer};
+    let mut rng = Rng(0x5eed_0013);
+    for _ in 0..ROUNDS {
+        let answers: Vec<Answer> = (0..rng.below(6))
+            .map(|_| match rng.below(3) {
+                0 => Answer::Ready,
+                1 => Answer::NotReady("busy".into()),
+                _ => Answer::NoAnswer("refused".into()),
+            })
+            .collect();
+        let any_busy = answers.iter().any(|a| matches!(a, Answer::NotReady(_)));
+        let all_ready = answers.iter().all(Answer::is_ready);
+        // Busy wins; idle needs every source; no answer alone is neither.
+        let expected = if any_busy {
+            Some(true)
+        } else if all_ready {
+            Some(false)
+        } else {
+            None
+        };
+        assert_eq!(protect_busy(&answers), expected, "{answers:?}");
     }
 }

@@ -20,7 +20,11 @@ fuzz_target!(|data: &[u8]| {
     };
     let pointer = ["/readyForTermination", "/a/0/b", "/", "/~0~1"][usize::from(data[2] % 4)];
     let body = data[3..].to_vec();
-    let response = Response { status, content_type: content_type.clone(), body: body.clone() };
+    let response = Response {
+        status,
+        content_type: content_type.clone(),
+        body: body.clone(),
+    };
     let reading = evaluate(&Ok(response), pointer);
     if reading.ready && is_json(content_type.as_deref()) {
         let value: serde_json::Value = serde_json::from_slice(&body).expect("ready JSON parses");

@@ -98,6 +98,7 @@ pub struct Drainit {
 
 /// Builds a drainit invocation.
 pub struct Launch {
+    program: String,
     args: Vec<String>,
     envs: Vec<(String, String)>,
     namespace: bool,
@@ -110,6 +111,7 @@ where
     S: AsRef<str>,
 {
     Launch {
+        program: DRAINIT.to_string(),
         args: args.into_iter().map(|s| s.as_ref().to_string()).collect(),
         envs: Vec::new(),
         namespace: true,
@@ -126,6 +128,12 @@ impl Launch {
 
     pub fn env(mut self, key: &str, value: &str) -> Launch {
         self.envs.push((key.into(), value.into()));
+        self
+    }
+
+    /// Runs another drainit build (see `built`) instead of the debug one.
+    pub fn binary(mut self, path: &str) -> Launch {
+        self.program = path.to_string();
         self
     }
 
@@ -147,15 +155,19 @@ impl Launch {
     fn command(&self) -> Command {
         let mut command = if self.namespace {
             let mut c = Command::new("unshare");
-            c.args(["--pid", "--fork", "--mount-proc", "--kill-child", DRAINIT]);
+            c.args(["--pid", "--fork", "--mount-proc", "--kill-child"]);
+            c.arg(&self.program);
             c
         } else {
-            Command::new(DRAINIT)
+            Command::new(&self.program)
         };
         command.args(&self.args);
         // Keep the test's own DRAINIT_/TINI_ settings from leaking in.
         for (key, _) in std::env::vars() {
-            if key.starts_with("DRAINIT_") || key.starts_with("TINI_") || key.starts_with("ECS_") {
+            if ["DRAINIT_", "TINI_", "ECS_", "DUMB_INIT_"]
+                .iter()
+                .any(|prefix| key.starts_with(prefix))
+            {
                 command.env_remove(key);
             }
         }
@@ -295,6 +307,39 @@ impl Drainit {
         text
     }
 
+    /// Processes in drainit's PID namespace, drainit itself aside (its own
+    /// arguments may name them), whose command line (arguments joined by
+    /// spaces) contains `marker`, as (outer pid, state letter).
+    pub fn processes_with(&self, marker: &str) -> Vec<(i32, char)> {
+        let Ok(ns) = fs::read_link(format!("/proc/{}/ns/pid", self.pid())) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        let Ok(entries) = fs::read_dir("/proc") else {
+            return out;
+        };
+        for entry in entries.flatten() {
+            let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse().ok()) else {
+                continue;
+            };
+            if pid == self.pid()
+                || fs::read_link(format!("/proc/{pid}/ns/pid")).ok().as_ref() != Some(&ns)
+            {
+                continue;
+            }
+            let mut cmdline = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            for b in &mut cmdline {
+                if *b == 0 {
+                    *b = b' ';
+                }
+            }
+            if String::from_utf8_lossy(&cmdline).contains(marker) {
+                out.push((pid, proc_state(pid).unwrap_or('?')));
+            }
+        }
+        out
+    }
+
     /// The main child's PID (outside view): drainit's first live child.
     pub fn wait_child(&self) -> i32 {
         wait_for("drainit's child", PATIENCE, || {
@@ -316,6 +361,75 @@ impl Drop for Drainit {
             let _ = self.child.wait();
         }
     }
+}
+
+/// A release build of drainit other than the debug binary cargo test built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Build {
+    /// What ships in images: static musl, release profile.
+    Static,
+    /// The glibc release build (`cargo build --release`, `cargo install`).
+    Glibc,
+    /// Static musl release with the `fault-injection` feature (test hooks).
+    StaticFaults,
+    /// glibc release with the `fault-injection` feature.
+    GlibcFaults,
+}
+
+/// Builds (once per test run, into its own target dir) and returns the path
+/// of a release drainit binary.
+pub fn built(build: Build) -> String {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static BUILT: OnceLock<Mutex<HashMap<Build, String>>> = OnceLock::new();
+    let mut built = BUILT
+        .get_or_init(|| Mutex::new(HashMap::new()))
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if let Some(path) = built.get(&build) {
+        return path.clone();
+    }
+    let (target, faults) = match build {
+        Build::Static => (Some("x86_64-unknown-linux-musl"), false),
+        Build::Glibc => (None, false),
+        Build::StaticFaults => (Some("x86_64-unknown-linux-musl"), true),
+        Build::GlibcFaults => (None, true),
+    };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir_name = format!(
+        "release-{}{}",
+        target.unwrap_or("glibc"),
+        if faults { "-faults" } else { "" }
+    );
+    let target_dir = root.join("target").join(dir_name);
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut command = Command::new(cargo);
+    command
+        .current_dir(root)
+        .args(["build", "--release", "--bin", "drainit", "--target-dir"])
+        .arg(&target_dir);
+    if let Some(target) = target {
+        command.args(["--target", target]);
+    }
+    if faults {
+        command.args(["--features", "fault-injection"]);
+    }
+    let status = command.status().expect("run cargo");
+    assert!(
+        status.success(),
+        "release build {build:?} failed (static builds need: rustup target add x86_64-unknown-linux-musl)"
+    );
+    let mut path = target_dir;
+    if let Some(target) = target {
+        path = path.join(target);
+    }
+    let path = path
+        .join("release")
+        .join("drainit")
+        .to_string_lossy()
+        .into_owned();
+    built.insert(build, path.clone());
+    path
 }
 
 /// The helper child `examples/stress.rs`, built once per test run into its

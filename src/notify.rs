@@ -1,0 +1,896 @@
+//! The receiver of systemd's notify protocol (sd_notify(3)): the socket the
+//! app finds in `NOTIFY_SOCKET`, the pure parser of one datagram, and the one
+//! reader thread that checks each sender, logs what the app says
+//! (rate-limited), relays READY/STATUS/STOPPING to an outer manager, and
+//! hands the two words that change the stop (the readiness word and an
+//! extension) to the event loop, whose waker it shares with the HTTP workers.
+//! Nothing here grows with the number of messages: one fixed buffer, fixed
+//! fields, counters.
+
+use std::ffi::OsString;
+use std::io;
+use std::mem::size_of;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use log::{debug, info, warn};
+
+use crate::logging::escape;
+
+/// A datagram longer than this is dropped whole (and counted).
+pub const MAX_DATAGRAM: usize = 4096;
+/// The longest STATUS kept, in bytes; longer text is cut.
+pub const STATUS_MAX: usize = 256;
+/// App-caused log lines: at most this many per `LOG_WINDOW`.
+const LOG_BURST: u32 = 10;
+const LOG_WINDOW: Duration = Duration::from_secs(10);
+
+/// `--notify-access`: who may send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Any process visible in drainit's PID namespace.
+    All,
+    /// Only the main child, as systemd's `NotifyAccess=main`.
+    Main,
+}
+
+pub fn parse_access(text: &str) -> Result<Access, String> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "all" => Ok(Access::All),
+        "main" => Ok(Access::Main),
+        _ => Err("expected all or main".into()),
+    }
+}
+
+/// What one datagram says; borrowed from it, nothing allocated. Where a
+/// name repeats, the last line wins, as in systemd.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Message<'a> {
+    /// `READY=1`.
+    pub ready: bool,
+    /// `STOPPING=1`.
+    pub stopping: bool,
+    /// `STATUS=...`, raw bytes (escaped only when logged).
+    pub status: Option<&'a [u8]>,
+    /// `EXTEND_TIMEOUT_USEC=N` with N a plain decimal that fits.
+    pub extend: Option<Duration>,
+    /// `X_DRAINIT_READY_FOR_TERMINATION=1`: the app has drained.
+    pub drained: bool,
+    /// The first name drainit does not know (logged once at debug).
+    pub unknown: Option<&'a [u8]>,
+}
+
+/// Names of the protocol that drainit accepts and leaves alone.
+const KNOWN_IGNORED: [&[u8]; 14] = [
+    b"MAINPID",
+    b"WATCHDOG",
+    b"WATCHDOG_USEC",
+    b"FDSTORE",
+    b"FDSTOREREMOVE",
+    b"FDNAME",
+    b"FDPOLL",
+    b"BARRIER",
+    b"ERRNO",
+    b"BUSERROR",
+    b"RELOADING",
+    b"MONOTONIC_USEC",
+    b"EXIT_STATUS",
+    b"NOTIFYACCESS",
+];
+
+/// Parses one datagram: newline-separated `NAME=VALUE` lines. Lines without
+/// `=`, empty lines, unknown names and values other than the ones listed
+/// change nothing.
+pub fn parse(datagram: &[u8]) -> Message<'_> {
+    let mut m = Message::default();
+    for line in datagram.split(|&b| b == b'\n') {
+        let Some(eq) = line.iter().position(|&b| b == b'=') else {
+            continue;
+        };
+        let (name, value) = (&line[..eq], &line[eq + 1..]);
+        match name {
+            b"READY" => m.ready |= value == b"1",
+            b"STOPPING" => m.stopping |= value == b"1",
+            b"STATUS" => m.status = Some(value),
+            b"EXTEND_TIMEOUT_USEC" => {
+                if let Some(us) = parse_usec(value) {
+                    m.extend = Some(Duration::from_micros(us));
+                }
+            }
+            b"X_DRAINIT_READY_FOR_TERMINATION" => m.drained |= value == b"1",
+            _ if KNOWN_IGNORED.contains(&name) => {}
+            _ => {
+                if m.unknown.is_none() {
+                    m.unknown = Some(name);
+                }
+            }
+        }
+    }
+    m
+}
+
+/// A plain decimal that fits in u64: no sign, no space, not empty.
+fn parse_usec(value: &[u8]) -> Option<u64> {
+    if value.is_empty() || value.len() > 20 || !value.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(value).ok()?.parse().ok()
+}
+
+/// The socket drainit receives on. Its file (with `--notify-socket`) is
+/// removed when this is dropped.
+pub struct Socket {
+    fd: OwnedFd,
+    /// The value of the child's `NOTIFY_SOCKET` (`@name` for an abstract one).
+    pub address: OsString,
+    path: Option<PathBuf>,
+}
+
+impl Drop for Socket {
+    fn drop(&mut self) {
+        if let Some(path) = &self.path {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+/// `sockaddr_un` for an address as written in `NOTIFY_SOCKET`: `@name` is
+/// abstract (a leading NUL), anything else a file system path.
+fn sockaddr(address: &[u8]) -> io::Result<(libc::sockaddr_un, libc::socklen_t)> {
+    // SAFETY: an all-zero sockaddr_un is valid.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    // A path needs room for its NUL; an abstract name does not.
+    let room = addr.sun_path.len() - usize::from(address.first() != Some(&b'@'));
+    if address.is_empty() || address.len() > room {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "socket address empty or too long",
+        ));
+    }
+    for (i, &b) in address.iter().enumerate() {
+        addr.sun_path[i] = if i == 0 && b == b'@' { 0 } else { b as _ };
+    }
+    let len = size_of::<libc::sa_family_t>() + address.len() + usize::from(address[0] != b'@');
+    Ok((addr, len as libc::socklen_t))
+}
+
+/// Binds the notify socket: at `path`, replacing a stale socket file left
+/// there, or at an abstract name the kernel picks (autobind), unique in the
+/// network namespace, so two drainits of one ECS task never collide.
+pub fn bind(path: Option<&Path>) -> io::Result<Socket> {
+    // SAFETY: socket/setsockopt/bind/getsockname with valid buffers; the fd
+    // is owned at once.
+    unsafe {
+        let raw = cvt(libc::socket(
+            libc::AF_UNIX,
+            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
+            0,
+        ))?;
+        let fd = OwnedFd::from_raw_fd(raw);
+        let on: libc::c_int = 1;
+        cvt(libc::setsockopt(
+            raw,
+            libc::SOL_SOCKET,
+            libc::SO_PASSCRED,
+            &on as *const _ as *const libc::c_void,
+            size_of::<libc::c_int>() as libc::socklen_t,
+        ))?;
+        if let Some(path) = path {
+            use std::os::unix::fs::FileTypeExt;
+            // Only a socket is replaced: a regular file there is an error.
+            if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket()) {
+                std::fs::remove_file(path)?;
+            }
+            let (addr, len) = sockaddr(path.as_os_str().as_bytes())?;
+            cvt(libc::bind(
+                raw,
+                &addr as *const _ as *const libc::sockaddr,
+                len,
+            ))?;
+            return Ok(Socket {
+                fd,
+                address: path.as_os_str().to_owned(),
+                path: Some(path.to_owned()),
+            });
+        }
+        // Autobind: an address of the family alone.
+        let mut addr: libc::sockaddr_un = std::mem::zeroed();
+        addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+        let family = size_of::<libc::sa_family_t>() as libc::socklen_t;
+        cvt(libc::bind(
+            raw,
+            &addr as *const _ as *const libc::sockaddr,
+            family,
+        ))?;
+        let mut len = size_of::<libc::sockaddr_un>() as libc::socklen_t;
+        cvt(libc::getsockname(
+            raw,
+            &mut addr as *mut _ as *mut libc::sockaddr,
+            &mut len,
+        ))?;
+        let name_len = (len as usize).saturating_sub(family as usize + 1);
+        let mut address = vec![b'@'];
+        address.extend(addr.sun_path[1..1 + name_len].iter().map(|&c| c as u8));
+        Ok(Socket {
+            fd,
+            address: OsString::from_vec(address),
+            path: None,
+        })
+    }
+}
+
+/// What the reader hands the loop, and what the exit report reads at the
+/// end. Fixed size: a flood overwrites, it never accumulates.
+#[derive(Debug)]
+pub struct Shared {
+    /// Set by the loop when a stop begins: extensions count only then.
+    pub stopping: bool,
+    /// The latest readiness word not yet taken by the loop.
+    pub drained_at: Option<Instant>,
+    /// The extension reaching furthest (received at, by) not yet taken.
+    pub extend: Option<(Instant, Duration)>,
+    /// Time from drainit's start to the first `READY=1`.
+    pub ready_after: Option<Duration>,
+    status: [u8; STATUS_MAX],
+    status_len: Option<usize>,
+    pub received: u64,
+    pub refused: u64,
+    pub dropped: u64,
+    /// Flush markers the reader has reached (see `flush`).
+    flushed: u64,
+}
+
+impl Default for Shared {
+    fn default() -> Shared {
+        Shared {
+            stopping: false,
+            drained_at: None,
+            extend: None,
+            ready_after: None,
+            status: [0; STATUS_MAX],
+            status_len: None,
+            received: 0,
+            refused: 0,
+            dropped: 0,
+            flushed: 0,
+        }
+    }
+}
+
+impl Shared {
+    /// The last STATUS, escaped for a log line or the report.
+    pub fn status(&self) -> Option<String> {
+        self.status_len
+            .map(|n| escape(&String::from_utf8_lossy(&self.status[..n]), STATUS_MAX))
+    }
+
+    /// Keeps `text` (cut to `STATUS_MAX`); true when it differs.
+    fn set_status(&mut self, text: &[u8]) -> bool {
+        let text = &text[..text.len().min(STATUS_MAX)];
+        if self.status_len.map(|n| &self.status[..n]) == Some(text) {
+            return false;
+        }
+        self.status[..text.len()].copy_from_slice(text);
+        self.status_len = Some(text.len());
+        true
+    }
+}
+
+/// The shared state, and the signal that a flush marker was reached.
+#[derive(Debug, Default)]
+pub struct Channel {
+    state: Mutex<Shared>,
+    flushed: Condvar,
+}
+
+pub type Inbox = Arc<Channel>;
+
+/// Locks the shared state; a panicked holder left consistent plain data.
+pub fn lock(inbox: &Inbox) -> MutexGuard<'_, Shared> {
+    inbox.state.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// drainit's own marker datagram; only drainit's pid can send it (the
+/// kernel vouches for the pid), so an app cannot forge one.
+const FLUSH: &[u8] = b"X_DRAINIT_FLUSH=1";
+
+/// Waits (at most `timeout`) until the reader has read everything queued
+/// before this call, so the exit report counts the messages an app sent
+/// just before it exited. A marker goes to the back of the queue; the
+/// reader reads in order.
+pub fn flush(inbox: &Inbox, address: &OsString, timeout: Duration) {
+    let Ok((addr, len)) = sockaddr(address.as_bytes()) else {
+        return;
+    };
+    let before = lock(inbox).flushed;
+    // SAFETY: a new socket, owned at once; sendto from a valid buffer.
+    let sent = unsafe {
+        let Ok(raw) = cvt(libc::socket(
+            libc::AF_UNIX,
+            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
+            0,
+        )) else {
+            return;
+        };
+        let fd = OwnedFd::from_raw_fd(raw);
+        libc::sendto(
+            fd.as_raw_fd(),
+            FLUSH.as_ptr() as *const libc::c_void,
+            FLUSH.len(),
+            libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+            &addr as *const _ as *const libc::sockaddr,
+            len,
+        )
+    };
+    if sent < 0 {
+        // A full queue: the report counts what was read so far.
+        return;
+    }
+    let guard = lock(inbox);
+    let _ = inbox
+        .flushed
+        .wait_timeout_while(guard, timeout, |s| s.flushed == before);
+}
+
+/// At most `LOG_BURST` app-caused lines per `LOG_WINDOW`; the rest counted
+/// and reported with the next line allowed.
+struct Limiter {
+    window: Instant,
+    used: u32,
+    suppressed: u64,
+}
+
+impl Limiter {
+    fn allow(&mut self, now: Instant) -> Option<String> {
+        if now.duration_since(self.window) >= LOG_WINDOW {
+            self.window = now;
+            self.used = 0;
+        }
+        if self.used >= LOG_BURST {
+            self.suppressed += 1;
+            return None;
+        }
+        self.used += 1;
+        let note = match std::mem::take(&mut self.suppressed) {
+            0 => String::new(),
+            n => format!(" ({n} notify log lines suppressed before this)"),
+        };
+        Some(note)
+    }
+}
+
+/// The outer manager's socket (drainit's own `NOTIFY_SOCKET`), if any.
+struct Relay {
+    fd: OwnedFd,
+    addr: libc::sockaddr_un,
+    len: libc::socklen_t,
+    failed: bool,
+}
+
+impl Relay {
+    fn new(address: &OsString) -> io::Result<Relay> {
+        let (addr, len) = sockaddr(address.as_bytes())?;
+        // SAFETY: a new socket, owned at once.
+        let fd = unsafe {
+            OwnedFd::from_raw_fd(cvt(libc::socket(
+                libc::AF_UNIX,
+                libc::SOCK_DGRAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+                0,
+            ))?)
+        };
+        Ok(Relay {
+            fd,
+            addr,
+            len,
+            failed: false,
+        })
+    }
+
+    /// Passes READY/STATUS/STOPPING on; never blocks. A failure is said once.
+    fn pass(&mut self, m: &Message<'_>, buf: &mut [u8; MAX_DATAGRAM + 64]) {
+        let mut n = 0;
+        let mut put = |part: &[u8]| {
+            let end = (n + part.len()).min(buf.len());
+            buf[n..end].copy_from_slice(&part[..end - n]);
+            n = end;
+        };
+        if m.ready {
+            put(b"READY=1\n");
+        }
+        if m.stopping {
+            put(b"STOPPING=1\n");
+        }
+        if let Some(status) = m.status {
+            put(b"STATUS=");
+            put(status);
+            put(b"\n");
+        }
+        if n == 0 {
+            return;
+        }
+        // SAFETY: sendto from a valid buffer to a valid address.
+        let sent = unsafe {
+            libc::sendto(
+                self.fd.as_raw_fd(),
+                buf.as_ptr() as *const libc::c_void,
+                n,
+                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+                &self.addr as *const _ as *const libc::sockaddr,
+                self.len,
+            )
+        };
+        if sent < 0 && !self.failed {
+            self.failed = true;
+            warn!(
+                "cannot relay to the outer NOTIFY_SOCKET: {} (said once)",
+                io::Error::last_os_error()
+            );
+        }
+    }
+}
+
+/// Everything the reader thread needs.
+pub struct Reader {
+    pub socket: Socket,
+    pub inbox: Inbox,
+    pub access: Access,
+    /// The main child, for `--notify-access main`.
+    pub child: i32,
+    /// drainit's start, for the READY log line.
+    pub started: Instant,
+    /// drainit's own `NOTIFY_SOCKET`, to relay to.
+    pub outer: Option<OsString>,
+}
+
+/// Starts the reader thread; `wake` wakes the event loop.
+pub fn start(reader: Reader, wake: impl Fn() + Send + 'static) -> io::Result<()> {
+    crate::spawn_thread(
+        "drainit-notify",
+        128 * 1024,
+        Box::new(move || reader.run(wake)),
+    )
+}
+
+/// What the receive of one datagram gave.
+enum Received {
+    /// `len` bytes from a sender with this pid (0: outside our namespace).
+    Datagram { len: usize, pid: Option<i32> },
+    /// Longer than `MAX_DATAGRAM`.
+    TooLong,
+}
+
+/// Receives one datagram. The control buffer holds credentials only: the
+/// kernel then installs no passed file descriptor (it sets MSG_CTRUNC and
+/// drops them); any that still arrive are closed at once.
+fn receive(fd: RawFd, buf: &mut [u8; MAX_DATAGRAM]) -> io::Result<Received> {
+    const CRED_SPACE: usize = 64;
+    // u64 words: cmsghdr alignment.
+    let mut control = [0u64; CRED_SPACE / 8];
+    // SAFETY: CMSG_SPACE is a size computation.
+    let control_len = unsafe { libc::CMSG_SPACE(size_of::<libc::ucred>() as u32) } as usize;
+    debug_assert!(control_len <= CRED_SPACE);
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr() as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    // SAFETY: an all-zero msghdr is valid; every pointer set below outlives
+    // the call; the cmsg walk stays inside `control` (CMSG_NXTHDR checks).
+    unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+        msg.msg_controllen = control_len as _;
+        let n = libc::recvmsg(fd, &mut msg, libc::MSG_CMSG_CLOEXEC | libc::MSG_TRUNC);
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut pid = None;
+        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        while !cmsg.is_null() {
+            let (level, kind) = ((*cmsg).cmsg_level, (*cmsg).cmsg_type);
+            if level == libc::SOL_SOCKET && kind == libc::SCM_CREDENTIALS {
+                let cred = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const libc::ucred);
+                pid = Some(cred.pid);
+            } else if level == libc::SOL_SOCKET && kind == libc::SCM_RIGHTS {
+                let data = libc::CMSG_DATA(cmsg) as *const libc::c_int;
+                let bytes = (*cmsg).cmsg_len as usize - (data as usize - cmsg as usize);
+                for i in 0..bytes / size_of::<libc::c_int>() {
+                    libc::close(std::ptr::read_unaligned(data.add(i)));
+                }
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
+        // With MSG_TRUNC, recvmsg returns the datagram's real length.
+        if n as usize > buf.len() || msg.msg_flags & libc::MSG_TRUNC != 0 {
+            return Ok(Received::TooLong);
+        }
+        Ok(Received::Datagram {
+            len: n as usize,
+            pid,
+        })
+    }
+}
+
+impl Reader {
+    fn run(self, wake: impl Fn()) {
+        let mut buf = [0u8; MAX_DATAGRAM];
+        let mut relay_buf = [0u8; MAX_DATAGRAM + 64];
+        let mut relay = self.outer.as_ref().and_then(|a| match Relay::new(a) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                warn!("cannot relay to the outer NOTIFY_SOCKET: {e}");
+                None
+            }
+        });
+        let mut limit = Limiter {
+            window: Instant::now(),
+            used: 0,
+            suppressed: 0,
+        };
+        let mut said_unknown = false;
+        let mut said_stopping = false;
+        let mut said_extend_ignored = false;
+        let fd = self.socket.fd.as_raw_fd();
+        loop {
+            let received = match receive(fd, &mut buf) {
+                Ok(r) => r,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    if limit.allow(Instant::now()).is_some() {
+                        warn!("notify socket: {e}");
+                    }
+                    // Never a busy loop on an error that repeats.
+                    std::thread::sleep(Duration::from_millis(100));
+                    continue;
+                }
+            };
+            let now = Instant::now();
+            let (len, pid) = match received {
+                Received::TooLong => {
+                    lock(&self.inbox).dropped += 1;
+                    if let Some(note) = limit.allow(now) {
+                        debug!("notify message over {MAX_DATAGRAM} bytes dropped{note}");
+                    }
+                    continue;
+                }
+                Received::Datagram { len, pid } => (len, pid),
+            };
+            if pid == Some(std::process::id() as i32) && &buf[..len] == FLUSH {
+                lock(&self.inbox).flushed += 1;
+                self.inbox.flushed.notify_all();
+                continue;
+            }
+            let refusal = match (pid, self.access) {
+                (None | Some(0), _) => Some("a process outside drainit's PID namespace"),
+                (Some(p), Access::Main) if p != self.child => {
+                    Some("a process other than the main child (--notify-access main)")
+                }
+                _ => None,
+            };
+            if let Some(who) = refusal {
+                lock(&self.inbox).refused += 1;
+                if let Some(note) = limit.allow(now) {
+                    warn!("refused a notify message from {who}{note}");
+                }
+                continue;
+            }
+            let m = parse(&buf[..len]);
+            let mut wake_loop = false;
+            let mut log_ready = None;
+            let mut log_status = None;
+            let mut log_extend_ignored = false;
+            {
+                let mut shared = lock(&self.inbox);
+                shared.received += 1;
+                if m.ready && shared.ready_after.is_none() {
+                    let after = now.duration_since(self.started);
+                    shared.ready_after = Some(after);
+                    log_ready = Some(after);
+                }
+                if let Some(status) = m.status {
+                    if shared.set_status(status) {
+                        log_status = shared.status();
+                    }
+                }
+                if m.drained {
+                    shared.drained_at = Some(now);
+                    wake_loop = true;
+                }
+                if let Some(by) = m.extend {
+                    if shared.stopping {
+                        let further = match shared.extend {
+                            Some((at, old)) => now + by > at + old,
+                            None => true,
+                        };
+                        if further {
+                            shared.extend = Some((now, by));
+                        }
+                        wake_loop = true;
+                    } else {
+                        log_extend_ignored = true;
+                    }
+                }
+            }
+            if wake_loop {
+                wake();
+            }
+            if let Some(r) = &mut relay {
+                r.pass(&m, &mut relay_buf);
+            }
+            // Logging last: the loop already has what matters.
+            if let Some(after) = log_ready {
+                info!(
+                    "app is ready (READY=1), {} ms after start",
+                    crate::supervisor::millis(after)
+                );
+            }
+            if let Some(status) = log_status {
+                if let Some(note) = limit.allow(now) {
+                    info!("app status: {status}{note}");
+                }
+            }
+            if m.stopping && !said_stopping {
+                said_stopping = true;
+                info!("app is stopping (STOPPING=1)");
+            }
+            if log_extend_ignored && !said_extend_ignored {
+                said_extend_ignored = true;
+                debug!("EXTEND_TIMEOUT_USEC outside a stop ignored (said once)");
+            }
+            if let (Some(name), false) = (m.unknown, said_unknown) {
+                said_unknown = true;
+                debug!(
+                    "unknown notify name {} ignored (said once)",
+                    escape(&String::from_utf8_lossy(name), 64)
+                );
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_word() {
+        assert!(parse(b"READY=1").ready);
+        assert!(parse(b"STOPPING=1\n").stopping);
+        assert_eq!(
+            parse(b"STATUS=busy: 3 left").status,
+            Some(&b"busy: 3 left"[..])
+        );
+        assert_eq!(parse(b"STATUS=").status, Some(&b""[..]));
+        assert_eq!(
+            parse(b"EXTEND_TIMEOUT_USEC=5000000").extend,
+            Some(Duration::from_secs(5))
+        );
+        assert!(parse(b"X_DRAINIT_READY_FOR_TERMINATION=1").drained);
+    }
+
+    #[test]
+    fn several_lines_last_status_wins() {
+        let m =
+            parse(b"READY=1\nSTATUS=a\nSTATUS=b\nMAINPID=7\nX_DRAINIT_READY_FOR_TERMINATION=1\n");
+        assert!(m.ready && m.drained && !m.stopping);
+        assert_eq!(m.status, Some(&b"b"[..]));
+        assert_eq!(m.unknown, None, "MAINPID is known and ignored");
+    }
+
+    #[test]
+    fn what_changes_nothing() {
+        for text in [
+            &b""[..],
+            b"\n\n",
+            b"READY",
+            b"READY=0",
+            b"READY=1 ",
+            b"ready=1",
+            b"X_DRAINIT_READY_FOR_TERMINATION=2",
+            b"X_DRAINIT_READY_FOR_TERMINATION=true",
+            b"EXTEND_TIMEOUT_USEC=",
+            b"EXTEND_TIMEOUT_USEC=-5",
+            b"EXTEND_TIMEOUT_USEC=+5",
+            b"EXTEND_TIMEOUT_USEC=18446744073709551616",
+            b"EXTEND_TIMEOUT_USEC=1e6",
+            b"EXTEND_TIMEOUT_USEC= 5",
+            b"WATCHDOG=1\nFDSTORE=1\nBARRIER=1\nMAINPID=1",
+            b"=1",
+        ] {
+            let m = parse(text);
+            assert!(
+                !m.ready && !m.stopping && !m.drained && m.extend.is_none() && m.status.is_none(),
+                "{:?} -> {m:?}",
+                String::from_utf8_lossy(text)
+            );
+        }
+        assert_eq!(
+            parse(b"EXTEND_TIMEOUT_USEC=18446744073709551615").extend,
+            Some(Duration::from_micros(u64::MAX))
+        );
+    }
+
+    #[test]
+    fn unknown_names_are_noted_once() {
+        assert_eq!(parse(b"FOO=1\nBAR=2").unknown, Some(&b"FOO"[..]));
+        assert_eq!(parse(b"=1").unknown, Some(&b""[..]));
+    }
+
+    /// Property: any bytes parse without panic, and a readiness word or an
+    /// extension is never read out of a datagram that lacks its exact line.
+    #[test]
+    fn arbitrary_bytes() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let alphabet = b"READYSTOPINGX_DRAINT=0123456789\n\r -+";
+        for _ in 0..20_000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let len = (seed % 80) as usize;
+            let bytes: Vec<u8> = (0..len)
+                .map(|i| {
+                    let r = seed.rotate_left(i as u32 * 7);
+                    if r % 5 == 0 {
+                        (r >> 8) as u8
+                    } else {
+                        alphabet[(r >> 16) as usize % alphabet.len()]
+                    }
+                })
+                .collect();
+            let m = parse(&bytes);
+            let lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
+            assert_eq!(m.ready, lines.contains(&&b"READY=1"[..]));
+            assert_eq!(
+                m.drained,
+                lines.contains(&&b"X_DRAINIT_READY_FOR_TERMINATION=1"[..])
+            );
+            if m.extend.is_some() {
+                assert!(lines.iter().any(|l| l.starts_with(b"EXTEND_TIMEOUT_USEC=")));
+            }
+        }
+    }
+
+    #[test]
+    fn status_is_cut_and_change_detected() {
+        let mut s = Shared::default();
+        assert!(s.set_status(b"one"));
+        assert!(!s.set_status(b"one"));
+        assert!(s.set_status(&[b'x'; 1000]));
+        assert_eq!(s.status_len, Some(STATUS_MAX));
+        assert!(s.set_status(b"a\nforged"));
+        assert_eq!(s.status().unwrap(), "a\\nforged");
+    }
+
+    #[test]
+    fn limiter_bounds_lines_per_window() {
+        let t0 = Instant::now();
+        let mut l = Limiter {
+            window: t0,
+            used: 0,
+            suppressed: 0,
+        };
+        let allowed = (0..100).filter(|_| l.allow(t0).is_some()).count();
+        assert_eq!(allowed, LOG_BURST as usize);
+        let note = l.allow(t0 + LOG_WINDOW).unwrap();
+        assert!(note.contains("90"), "{note}");
+    }
+
+    #[test]
+    fn access_values() {
+        assert_eq!(parse_access("all"), Ok(Access::All));
+        assert_eq!(parse_access("MAIN"), Ok(Access::Main));
+        assert!(parse_access("exec").is_err());
+        assert!(parse_access("").is_err());
+    }
+
+    #[test]
+    fn addresses() {
+        let (a, len) = sockaddr(b"@x").unwrap();
+        assert_eq!(a.sun_path[0], 0);
+        assert_eq!(len as usize, size_of::<libc::sa_family_t>() + 2);
+        let (_, len) = sockaddr(b"/run/n").unwrap();
+        assert_eq!(len as usize, size_of::<libc::sa_family_t>() + 7);
+        assert!(sockaddr(b"").is_err());
+        assert!(sockaddr(&[b'a'; 200]).is_err());
+    }
+
+    /// Real sockets: a datagram with credentials arrives with our pid, a
+    /// passed descriptor is never installed, and an oversized one is dropped.
+    #[test]
+    fn receive_keeps_no_descriptor() {
+        let socket = bind(None).unwrap();
+        assert!(socket.address.as_bytes().starts_with(b"@"));
+        let (addr, len) = sockaddr(socket.address.as_bytes()).unwrap();
+        let sender = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_DGRAM, 0) };
+        assert!(sender >= 0);
+        let mut pipe = [0; 2];
+        assert_eq!(
+            unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_NONBLOCK) },
+            0
+        );
+        // A datagram with SCM_RIGHTS carrying the pipe's write end.
+        unsafe {
+            let payload = b"READY=1";
+            let mut iov = libc::iovec {
+                iov_base: payload.as_ptr() as *mut _,
+                iov_len: payload.len(),
+            };
+            let mut control = [0u64; 4];
+            let mut msg: libc::msghdr = std::mem::zeroed();
+            msg.msg_name = &addr as *const _ as *mut _;
+            msg.msg_namelen = len;
+            msg.msg_iov = &mut iov;
+            msg.msg_iovlen = 1;
+            msg.msg_control = control.as_mut_ptr() as *mut _;
+            msg.msg_controllen = libc::CMSG_SPACE(4) as _;
+            let c = libc::CMSG_FIRSTHDR(&msg);
+            (*c).cmsg_level = libc::SOL_SOCKET;
+            (*c).cmsg_type = libc::SCM_RIGHTS;
+            (*c).cmsg_len = libc::CMSG_LEN(4) as _;
+            std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut i32, pipe[1]);
+            assert!(libc::sendmsg(sender, &msg, 0) > 0);
+            libc::close(pipe[1]);
+        }
+        let mut buf = [0u8; MAX_DATAGRAM];
+        match receive(socket.fd.as_raw_fd(), &mut buf).unwrap() {
+            Received::Datagram { len, pid } => {
+                assert_eq!(&buf[..len], b"READY=1");
+                assert_eq!(pid, Some(std::process::id() as i32));
+            }
+            Received::TooLong => panic!("short datagram taken as too long"),
+        }
+        // The only copy of the write end went with the message: the read end
+        // sees end-of-file (not EAGAIN), so no copy was installed here.
+        let mut byte = [0u8; 1];
+        assert_eq!(
+            unsafe { libc::read(pipe[0], byte.as_mut_ptr() as *mut _, 1) },
+            0
+        );
+        let big = vec![b'x'; MAX_DATAGRAM + 1];
+        unsafe {
+            libc::sendto(
+                sender,
+                big.as_ptr() as *const _,
+                big.len(),
+                0,
+                &addr as *const _ as *const libc::sockaddr,
+                len,
+            );
+            libc::close(sender);
+            libc::close(pipe[0]);
+        }
+        assert!(matches!(
+            receive(socket.fd.as_raw_fd(), &mut buf).unwrap(),
+            Received::TooLong
+        ));
+    }
+
+    #[test]
+    fn path_socket_replaces_a_stale_one_and_is_removed() {
+        let dir = std::env::temp_dir().join(format!("drainit-notify-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let path = dir.join("n.sock");
+        drop(std::os::unix::net::UnixDatagram::bind(&path).unwrap());
+        assert!(path.exists(), "a stale socket file");
+        let socket = bind(Some(&path)).unwrap();
+        assert_eq!(socket.address, path.as_os_str());
+        drop(socket);
+        assert!(!path.exists());
+        std::fs::write(&path, b"not a socket").unwrap();
+        assert!(bind(Some(&path)).is_err(), "a regular file is not replaced");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

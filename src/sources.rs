@@ -1,0 +1,508 @@
+//! Drain sources and stop hooks beyond one HTTP request: commands
+//! (`--stop-exec`, `--drain-exec`) and files (`--drain-file`). Parsing and
+//! validating a command, starting one in its own process group, checking a
+//! drain file, and the pure bookkeeping of rounds and hooks: which source
+//! answered what, when a round or the hooks are over, and what the exit
+//! report says about each source. The supervisor does the waiting; the one
+//! reaper hands it the status of every command it started.
+
+use std::io;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant, SystemTime};
+
+use serde_json::{json, Value};
+
+use crate::timeline::Ticket;
+
+/// The search path when `PATH` is unset, as execvp and shells use.
+const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// Filesystem timestamps come from a coarse clock (one tick behind the one
+/// drainit reads), so a file written just after the stop began may carry a
+/// time slightly before it; this much earlier still counts.
+pub const MTIME_SLACK: Duration = Duration::from_millis(20);
+
+/// A command as the operator wrote it, split into words, its program found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cmd {
+    /// As typed (for logs, the exit report and duplicate detection).
+    pub text: String,
+    /// The words, the first as typed (it becomes argv[0]).
+    pub argv: Vec<String>,
+    /// The program to exec, resolved against `PATH` once at start.
+    pub program: PathBuf,
+}
+
+/// Splits `text` with shell quoting rules (no shell: no variables, globs or
+/// pipes) and finds its program on `path` (`PATH`, or the default).
+pub fn parse_command(text: &str, path: Option<&str>) -> Result<Cmd, String> {
+    let argv = shlex::split(text).ok_or("unclosed quote or trailing backslash")?;
+    let Some(first) = argv.first() else {
+        return Err("empty command".into());
+    };
+    if first.is_empty() {
+        return Err("empty program name".into());
+    }
+    let program = if first.contains('/') {
+        let p = PathBuf::from(first);
+        check_executable(&p)?;
+        p
+    } else {
+        find_program(first, path.unwrap_or(DEFAULT_PATH))?
+    };
+    Ok(Cmd {
+        text: text.trim().to_string(),
+        argv,
+        program,
+    })
+}
+
+fn check_executable(path: &Path) -> Result<(), String> {
+    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
+        return Err(format!("{} is not an executable file", path.display()));
+    }
+    Ok(())
+}
+
+fn find_program(name: &str, path: &str) -> Result<PathBuf, String> {
+    let mut not_executable = None;
+    for dir in path.split(':') {
+        // An empty entry means the current directory, as for execvp.
+        let candidate = Path::new(if dir.is_empty() { "." } else { dir }).join(name);
+        match check_executable(&candidate) {
+            Ok(()) => return Ok(candidate),
+            Err(e) if candidate.exists() => not_executable = Some(e),
+            Err(_) => {}
+        }
+    }
+    Err(not_executable.unwrap_or_else(|| format!("program {name:?} not found in PATH")))
+}
+
+/// Starts `cmd` in its own process group (pgid = its pid), stdin from
+/// /dev/null, stdout and stderr to drainit's stderr. The signal mask and
+/// dispositions are reset by the standard library. The reaper collects it.
+pub fn start(cmd: &Cmd) -> io::Result<i32> {
+    let mut command = std::process::Command::new(&cmd.program);
+    command
+        .arg0(&cmd.argv[0])
+        .args(&cmd.argv[1..])
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(io::stderr())
+        .stderr(io::stderr());
+    // Dropping the handle neither waits nor kills: the reaper owns it.
+    Ok(command.spawn()?.id() as i32)
+}
+
+/// SIGKILL to a command's process group (its leader's pid), and what it
+/// left behind there. ESRCH (nothing left) is fine.
+pub fn kill_group(pgid: i32) {
+    // SAFETY: kill has no memory effects; a negative pid names a group,
+    // which cannot be reused while any member of it is alive.
+    unsafe { libc::kill(-pgid, libc::SIGKILL) };
+}
+
+/// What a drain file says: present and written during this stop.
+pub fn check_file(path: &Path, stop_began: SystemTime) -> Answer {
+    match std::fs::metadata(path).and_then(|m| m.modified()) {
+        Ok(mtime) if mtime + MTIME_SLACK >= stop_began => Answer::Ready,
+        Ok(_) => Answer::NotReady("older than the stop".into()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Answer::NotReady("absent".into()),
+        Err(e) => Answer::NotReady(format!("cannot read: {e}")),
+    }
+}
+
+/// A drain source as configured.
+#[derive(Debug, Clone)]
+pub enum Probe {
+    Url(String),
+    Exec(Cmd),
+    File(PathBuf),
+}
+
+impl Probe {
+    pub fn kind(&self) -> Kind {
+        match self {
+            Probe::Url(_) => Kind::Url,
+            Probe::Exec(_) => Kind::Exec,
+            Probe::File(_) => Kind::File,
+        }
+    }
+
+    pub fn target(&self) -> String {
+        match self {
+            Probe::Url(url) => url.clone(),
+            Probe::Exec(cmd) => cmd.text.clone(),
+            Probe::File(path) => path.display().to_string(),
+        }
+    }
+}
+
+/// What a command run said, from how it ended: exit 0 is ready; killed
+/// for running too long is no answer; anything else is not ready.
+pub fn run_answer(ended: crate::reaper::Ended, timed_out: Option<Duration>) -> Answer {
+    use crate::reaper::Ended;
+    match (timed_out, ended) {
+        (Some(after), _) => Answer::NoAnswer(format!(
+            "killed after {} ms",
+            crate::supervisor::millis(after)
+        )),
+        (None, Ended::Exited(0)) => Answer::Ready,
+        (None, Ended::Exited(code)) => Answer::NotReady(format!("exit {code}")),
+        (None, Ended::Signaled(signo)) => {
+            Answer::NotReady(format!("killed by {}", crate::signals::signal_name(signo)))
+        }
+    }
+}
+
+/// The kind of a source, as the exit report names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Url,
+    Exec,
+    File,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Url => "url",
+            Kind::Exec => "exec",
+            Kind::File => "file",
+        }
+    }
+}
+
+/// One answer of one source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    Ready,
+    /// A definite "not yet" (a status, an exit code, a missing file).
+    NotReady(String),
+    /// No answer at all (refused, timed out, failed to start): for task
+    /// protection neither busy nor idle.
+    NoAnswer(String),
+}
+
+impl Answer {
+    pub fn is_ready(&self) -> bool {
+        *self == Answer::Ready
+    }
+
+    fn summary(&self) -> String {
+        match self {
+            Answer::Ready => "ready".into(),
+            Answer::NotReady(why) => format!("not ready: {why}"),
+            Answer::NoAnswer(why) => format!("no answer: {why}"),
+        }
+    }
+}
+
+/// A source and what it last said during this stop.
+#[derive(Debug, Clone)]
+pub struct Source {
+    pub kind: Kind,
+    pub target: String,
+    /// Reported ready at least once during this stop: sticks.
+    pub ready: bool,
+    pub last: Option<Answer>,
+    /// An answer is awaited in the current round.
+    pending: bool,
+}
+
+/// The drain sources of a run, rounds over them, and the stop hooks.
+#[derive(Debug, Default)]
+pub struct Board {
+    pub sources: Vec<Source>,
+    /// The round in flight (the timeline's poll ticket).
+    round: Option<Ticket>,
+    /// Rounds completed (the report's `drain_polls`): a round abandoned
+    /// before every source answered (escalation, the child ended) does not
+    /// count, as a poll answered after the stop moved on does not.
+    pub rounds: u64,
+    /// The hooks in flight: their ticket and how many have not finished.
+    hooks: Option<(Ticket, usize)>,
+}
+
+impl Board {
+    pub fn add(&mut self, kind: Kind, target: &str) {
+        self.sources.push(Source {
+            kind,
+            target: target.to_string(),
+            ready: false,
+            last: None,
+            pending: false,
+        });
+    }
+
+    /// Begins a round: the sources to ask (every one not yet ready; a
+    /// source that was ready stays so). Empty: the round is already over.
+    pub fn begin_round(&mut self, ticket: Ticket) -> Vec<usize> {
+        let ask: Vec<usize> = (0..self.sources.len())
+            .filter(|&i| !self.sources[i].ready)
+            .collect();
+        for &i in &ask {
+            self.sources[i].pending = true;
+        }
+        self.round = (!ask.is_empty()).then_some(ticket);
+        if ask.is_empty() {
+            self.rounds += 1;
+        }
+        ask
+    }
+
+    /// Every source has been ready during this stop.
+    pub fn all_ready(&self) -> bool {
+        self.sources.iter().all(|s| s.ready)
+    }
+
+    /// Records an answer of source `index` in round `ticket`. Returns the
+    /// previous answer (for logging changes) when it counted, and whether
+    /// the round is now over, as `(previous, over)`; a stale answer (of an
+    /// earlier or abandoned round) returns None.
+    pub fn answer(
+        &mut self,
+        ticket: Ticket,
+        index: usize,
+        answer: Answer,
+    ) -> Option<(Option<Answer>, bool)> {
+        if self.round != Some(ticket) {
+            return None;
+        }
+        let source = self.sources.get_mut(index).filter(|s| s.pending)?;
+        source.pending = false;
+        source.ready |= answer.is_ready();
+        let previous = source.last.replace(answer);
+        let over = self.sources.iter().all(|s| !s.pending);
+        if over {
+            self.round = None;
+            self.rounds += 1;
+        }
+        Some((previous, over))
+    }
+
+    /// The round in flight is dropped (escalation, the child ended).
+    pub fn abandon_round(&mut self) {
+        self.round = None;
+        for s in &mut self.sources {
+            s.pending = false;
+        }
+    }
+
+    /// The hooks fire: `count` of them, answered under `ticket`.
+    pub fn begin_hooks(&mut self, ticket: Ticket, count: usize) {
+        self.hooks = (count > 0).then_some((ticket, count));
+    }
+
+    /// One hook finished; true when it was the last of `ticket`.
+    pub fn hook_done(&mut self, ticket: Ticket) -> bool {
+        match &mut self.hooks {
+            Some((t, left)) if *t == ticket => {
+                *left = left.saturating_sub(1);
+                if *left == 0 {
+                    self.hooks = None;
+                    return true;
+                }
+                false
+            }
+            _ => false,
+        }
+    }
+
+    pub fn abandon_hooks(&mut self) {
+        self.hooks = None;
+    }
+
+    /// The report's `sources`: each source, whether it was ready during
+    /// the stop, and its last answer.
+    pub fn report(&self) -> Vec<Value> {
+        self.sources
+            .iter()
+            .map(|s| {
+                json!({
+                    "kind": s.kind.name(),
+                    "target": s.target,
+                    "ready": s.ready,
+                    "last": s.last.as_ref().map(Answer::summary),
+                })
+            })
+            .collect()
+    }
+}
+
+/// Task protection over several sources (`--ecs-protect`): busy while any
+/// source that answered is not ready; idle when every one answered ready;
+/// None (leave protection as it is) when a source gave no answer and no
+/// other said busy.
+pub fn protect_busy(answers: &[Answer]) -> Option<bool> {
+    if answers.iter().any(|a| matches!(a, Answer::NotReady(_))) {
+        return Some(true);
+    }
+    if answers.iter().all(Answer::is_ready) {
+        return Some(false);
+    }
+    None
+}
+
+/// A command run's time: `limit`, never past the deadline (at least 1 ms).
+pub fn run_timeout(limit: Duration, deadline: Option<Instant>, now: Instant) -> Duration {
+    let left = deadline.map_or(limit, |d| d.saturating_duration_since(now));
+    limit.min(left).max(Duration::from_millis(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bin_sh() -> Option<&'static str> {
+        Some("/usr/bin:/bin")
+    }
+
+    #[test]
+    fn commands_split_with_shell_quoting() {
+        let c = parse_command("sh -c 'echo \"a b\"; exit 3'", bin_sh()).unwrap();
+        assert_eq!(c.argv, ["sh", "-c", "echo \"a b\"; exit 3"]);
+        assert!(c.program.ends_with("sh"));
+        let c = parse_command("true a\\ b \"c d\"", bin_sh()).unwrap();
+        assert_eq!(c.argv, ["true", "a b", "c d"]);
+        let c = parse_command("/bin/true", None).unwrap();
+        assert_eq!(c.program, PathBuf::from("/bin/true"));
+    }
+
+    #[test]
+    fn bad_commands_are_refused_with_a_reason() {
+        for (text, needle) in [
+            ("", "empty command"),
+            ("   ", "empty command"),
+            ("sh -c 'echo", "unclosed quote"),
+            ("echo \"x", "unclosed quote"),
+            ("no-such-program-drainit", "not found"),
+            ("/no/such/program", "No such file"),
+            ("/etc/passwd", "not an executable"),
+            ("/tmp", "not an executable"),
+            ("''", "empty program"),
+        ] {
+            let e = parse_command(text, bin_sh()).unwrap_err();
+            assert!(e.contains(needle), "{text:?}: {e}");
+        }
+    }
+
+    fn t(n: u32) -> Ticket {
+        Ticket::for_test(n)
+    }
+
+    fn board(n: usize) -> Board {
+        let mut b = Board::default();
+        for i in 0..n {
+            b.add(Kind::Url, &format!("http://127.0.0.1:{i}/"));
+        }
+        b
+    }
+
+    #[test]
+    fn a_round_is_over_when_every_asked_source_answered() {
+        let mut b = board(2);
+        assert_eq!(b.begin_round(t(1)), [0, 1]);
+        assert_eq!(b.answer(t(1), 0, Answer::Ready), Some((None, false)));
+        assert_eq!(b.answer(t(1), 0, Answer::Ready), None, "answered twice");
+        let (_, over) = b.answer(t(1), 1, Answer::NotReady("503".into())).unwrap();
+        assert!(over);
+        assert!(!b.all_ready());
+        // Source 0 stays ready: only source 1 is asked again.
+        assert_eq!(b.begin_round(t(2)), [1]);
+        assert_eq!(b.answer(t(1), 1, Answer::Ready), None, "stale round");
+        assert_eq!(
+            b.answer(t(2), 1, Answer::NoAnswer("refused".into())),
+            Some((Some(Answer::NotReady("503".into())), true))
+        );
+        assert!(!b.all_ready());
+        b.begin_round(t(3));
+        b.answer(t(3), 1, Answer::Ready).unwrap();
+        assert!(b.all_ready());
+        assert_eq!(b.begin_round(t(4)), Vec::<usize>::new());
+        assert_eq!(b.rounds, 4);
+    }
+
+    #[test]
+    fn an_abandoned_round_ignores_late_answers() {
+        let mut b = board(1);
+        b.begin_round(t(1));
+        assert_eq!(b.rounds, 0, "not over yet");
+        b.abandon_round();
+        assert_eq!(b.answer(t(1), 0, Answer::Ready), None);
+        assert!(!b.all_ready());
+        assert_eq!(b.answer(t(1), 9, Answer::Ready), None, "no such source");
+        assert_eq!(b.rounds, 0, "an abandoned round does not count");
+    }
+
+    #[test]
+    fn hooks_are_over_when_the_last_finishes() {
+        let mut b = Board::default();
+        b.begin_hooks(t(7), 3);
+        assert!(!b.hook_done(t(7)));
+        assert!(!b.hook_done(t(6)), "another ticket");
+        assert!(!b.hook_done(t(7)));
+        assert!(b.hook_done(t(7)));
+        assert!(!b.hook_done(t(7)), "over once");
+        b.begin_hooks(t(8), 1);
+        b.abandon_hooks();
+        assert!(!b.hook_done(t(8)));
+    }
+
+    #[test]
+    fn protection_ignores_sources_without_an_answer() {
+        let no = || Answer::NoAnswer("refused".into());
+        let busy = || Answer::NotReady("exit 1".into());
+        assert_eq!(protect_busy(&[Answer::Ready, Answer::Ready]), Some(false));
+        assert_eq!(protect_busy(&[Answer::Ready, busy()]), Some(true));
+        assert_eq!(protect_busy(&[no(), busy()]), Some(true));
+        assert_eq!(protect_busy(&[Answer::Ready, no()]), None);
+        assert_eq!(protect_busy(&[no()]), None);
+    }
+
+    #[test]
+    fn run_timeouts_stop_at_the_deadline() {
+        let now = Instant::now();
+        let s = Duration::from_secs;
+        assert_eq!(run_timeout(s(5), None, now), s(5));
+        assert_eq!(run_timeout(s(5), Some(now + s(2)), now), s(2));
+        assert_eq!(run_timeout(s(5), Some(now), now), Duration::from_millis(1));
+    }
+
+    #[test]
+    fn drain_files_count_only_from_the_stop_on() {
+        let dir = std::env::temp_dir().join(format!("drainit-src-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("drained");
+        let _ = std::fs::remove_file(&file);
+        let began = SystemTime::now();
+        assert!(!check_file(&file, began).is_ready(), "absent");
+        std::fs::write(&file, b"").unwrap();
+        assert!(check_file(&file, began).is_ready());
+        let later = SystemTime::now() + Duration::from_secs(60);
+        assert_eq!(
+            check_file(&file, later),
+            Answer::NotReady("older than the stop".into())
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_report_names_each_source_and_its_last_answer() {
+        let mut b = board(1);
+        b.add(Kind::File, "/tmp/x");
+        b.begin_round(t(1));
+        b.answer(t(1), 1, Answer::NotReady("absent".into()));
+        let r = b.report();
+        assert_eq!(r[0]["kind"], "url");
+        assert_eq!(r[0]["last"], Value::Null);
+        assert_eq!(r[1]["kind"], "file");
+        assert_eq!(r[1]["target"], "/tmp/x");
+        assert_eq!(r[1]["last"], "not ready: absent");
+        assert_eq!(r[1]["ready"], false);
+    }
+}

@@ -1,0 +1,1873 @@
+//! The stop timeline as a pure state machine: it takes an event and the
+//! current instant and returns what to do (forward a signal, send a request,
+//! kill, exit). No clock, no syscall, no thread: the supervisor waits,
+//! performs the actions, and asks `next_timer` when to wake it. Requests in
+//! flight are tracked here by ticket, so a late or abandoned answer is
+//! recognised and none can be forgotten. The deadline is a value inside the
+//! machine, so later event sources can move it.
+
+use std::time::{Duration, Instant};
+
+use crate::exit::{Outcome, Trigger};
+use crate::reaper::Ended;
+
+/// What the timeline needs from the configuration.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Received signals that begin a stop; the first is the one forwarded
+    /// after an ECS-triggered stop.
+    pub stop_signals: Vec<i32>,
+    /// `--grace`: the deadline from t0, None never escalates.
+    pub grace: Option<Duration>,
+    pub pre_stop_delay: Duration,
+    /// A stop hook (`--stop-url`) is configured.
+    pub hook: bool,
+    /// Longest wait for the hook's answer (then capped, see `hook_timeout`).
+    pub hook_timeout: Duration,
+    /// A drain endpoint is configured.
+    pub drain: bool,
+    pub drain_interval: Duration,
+    pub ready_grace: Duration,
+    pub orphan_grace: Duration,
+}
+
+/// Why drainit sent SIGKILL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Escalation {
+    /// The app reported ready and `--ready-grace` ran out.
+    Ready,
+    /// The deadline passed.
+    Deadline,
+}
+
+impl Escalation {
+    /// The outcome when the escalation's SIGKILL ended the child.
+    fn outcome(self) -> Outcome {
+        match self {
+            Escalation::Ready => Outcome::Drained,
+            Escalation::Deadline => Outcome::Deadline,
+        }
+    }
+}
+
+/// Names one request; an answer whose ticket is no longer awaited is stale.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ticket(u32);
+
+impl Ticket {
+    /// Any ticket, for the unit tests of modules that track tickets.
+    #[cfg(test)]
+    pub fn for_test(n: u32) -> Ticket {
+        Ticket(n)
+    }
+}
+
+/// What a request is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Request {
+    /// The `--stop-url` hook.
+    Hook,
+    /// One poll of `--drain-url`.
+    Poll,
+}
+
+/// Something that happened, as the supervisor saw it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Event {
+    /// A signal another process sent (never SIGCHLD).
+    Signal(i32),
+    /// ECS says the task is stopping.
+    EcsStop,
+    /// The main child ended.
+    ChildExited(Ended),
+    /// No process is left besides drainit (after the main child ended).
+    OthersGone,
+    /// The hook answered (any answer or failure: it is over).
+    HookDone(Ticket),
+    /// A drain poll came back, ready or not (a failure is not ready).
+    Polled { ticket: Ticket, ready: bool },
+    /// The escalation's SIGKILL reached neither the group nor the pid.
+    KillFailed { pid1: bool },
+    /// Time passed: fire whatever timer is due.
+    Tick,
+    /// The app's own word over the notify socket that it has drained
+    /// (`X_DRAINIT_READY_FOR_TERMINATION=1`), received at `at`.
+    NotifyReady { at: Instant },
+    /// `EXTEND_TIMEOUT_USEC`: received at `at`, asks for `by` from then.
+    Extend { at: Instant, by: Duration },
+}
+
+/// What the supervisor must do, in order.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Action {
+    /// t0: a stop began (for the log and the exit report).
+    StopBegan(Trigger),
+    /// Forward this received signal to the child (after `--rewrite`).
+    Forward(i32),
+    /// A stop signal arrived before the app got its own: not forwarded.
+    Held(i32),
+    /// The platform's stop signal after an ECS-triggered stop: dropped once.
+    Absorbed(i32),
+    /// Start a request; its answer comes back as an event with this ticket.
+    Send {
+        ticket: Ticket,
+        request: Request,
+        timeout: Duration,
+    },
+    /// The hook did not answer in time; its answer will be ignored.
+    HookAbandoned,
+    /// The app reported ready; it has this long to exit by itself.
+    Ready { left: Duration },
+    /// SIGKILL to the child's group and pid.
+    Kill(Escalation),
+    /// SIGTERM to every remaining process (`--orphan-grace`); the supervisor
+    /// answers `OthersGone` if there is none.
+    TerminateOthers { wait: Duration },
+    /// The run is over.
+    Exit(Outcome),
+    /// The child is still not reaped `KILL_WATCHDOG` after SIGKILL (stuck
+    /// in the kernel, D state): the supervisor says so and answers
+    /// `KillFailed`, as for a kill that could not be sent.
+    KillStuck,
+    /// An extension moved the deadline here (`first`: the first of the stop).
+    Extended { deadline: Instant, first: bool },
+    /// A readiness word that does not count (before the stop signal was
+    /// forwarded, or outside a stop).
+    NotifyIgnored,
+}
+
+/// How long drainit waits for a SIGKILLed child to be reaped before it
+/// treats the kill as failed: SIGKILL takes effect at once unless the
+/// child sleeps uninterruptibly in the kernel.
+pub const KILL_WATCHDOG: Duration = Duration::from_secs(5);
+
+/// Where the run is. Each variant carries the moment it waits for.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Phase {
+    /// The child runs; signals are forwarded as they come.
+    Running,
+    /// A stop began; the hook and the stop signal wait for the delay.
+    PreStop { until: Instant },
+    /// The hook is in flight; the stop signal follows its answer, or
+    /// `give_up_at`.
+    Hook { ticket: Ticket, give_up_at: Instant },
+    /// The stop signal was forwarded; the drain URL is polled (next at
+    /// `next_poll`) until the app is ready, the child exits or the deadline.
+    Draining { next_poll: Option<Instant> },
+    /// The app reported ready; the child may exit by itself until `kill_at`.
+    Ready { kill_at: Instant },
+    /// SIGKILL was sent (`failed`: it reached nothing); waiting for the child.
+    Killed { reason: Escalation, failed: bool },
+    /// The child is gone; the others got SIGTERM and have until `until`.
+    OrphanGrace { until: Instant, outcome: Outcome },
+    /// Nothing left to wait for.
+    Done { outcome: Outcome },
+}
+
+/// The one stop of a run: never restarted once begun.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Stop {
+    pub trigger: Trigger,
+    pub since: Instant,
+    /// Moves only through the machine (a later notify source may extend it).
+    pub deadline: Option<Instant>,
+    /// The signal the app gets (before `--rewrite`).
+    pub signal: i32,
+    /// The app got `signal`.
+    pub signalled: bool,
+    /// After an ECS stop: the platform's signal still to absorb, once.
+    pub absorb: Option<i32>,
+}
+
+/// The stop timeline of one run.
+#[derive(Debug)]
+pub struct Timeline {
+    settings: Settings,
+    phase: Phase,
+    stop: Option<Stop>,
+    /// The poll in flight, if any: one at a time.
+    poll: Option<Ticket>,
+    next_ticket: u32,
+    /// In `Killed`, when the kill counts as failed if the child is still
+    /// there (`KILL_WATCHDOG` after it); fires once.
+    kill_watchdog: Option<Instant>,
+    /// `--grace-max`: extensions never move the deadline past t0 + this.
+    grace_max: Option<Duration>,
+    /// When the app got its stop signal: the readiness word counts after.
+    signalled_at: Option<Instant>,
+    /// An extension already moved the deadline in this stop.
+    extended: bool,
+}
+
+impl Timeline {
+    pub fn new(settings: Settings) -> Timeline {
+        Timeline {
+            settings,
+            phase: Phase::Running,
+            stop: None,
+            poll: None,
+            next_ticket: 0,
+            kill_watchdog: None,
+            grace_max: None,
+            signalled_at: None,
+            extended: false,
+        }
+    }
+
+    /// `--grace-max` (None: as `--grace`, extensions move nothing).
+    pub fn set_grace_max(&mut self, grace_max: Option<Duration>) {
+        self.grace_max = grace_max;
+    }
+
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    pub fn stop(&self) -> Option<Stop> {
+        self.stop
+    }
+
+    /// The child runs and no stop began (ECS pollers work only then).
+    pub fn is_running(&self) -> bool {
+        self.phase == Phase::Running
+    }
+
+    /// The main child has not been seen to end.
+    pub fn child_alive(&self) -> bool {
+        !matches!(self.phase, Phase::OrphanGrace { .. } | Phase::Done { .. })
+    }
+
+    /// The answer with this ticket is still awaited: a stale one (late,
+    /// abandoned, after escalation) must not count or be logged.
+    pub fn awaits(&self, ticket: Ticket) -> bool {
+        self.poll == Some(ticket)
+            || matches!(self.phase, Phase::Hook { ticket: t, .. } if t == ticket)
+    }
+
+    /// The kill watchdog, while a sent SIGKILL still waits for the child.
+    fn watchdog_armed(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::Killed { failed: false, .. } => self.kill_watchdog,
+            _ => None,
+        }
+    }
+
+    /// The deadline matters until drainit has escalated or the child is gone.
+    fn deadline_armed(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::PreStop { .. }
+            | Phase::Hook { .. }
+            | Phase::Draining { .. }
+            | Phase::Ready { .. } => self.stop.and_then(|s| s.deadline),
+            _ => None,
+        }
+    }
+
+    /// The next moment something is due without an event; None: sleep
+    /// until an event comes.
+    pub fn next_timer(&self) -> Option<Instant> {
+        let phase = match self.phase {
+            Phase::PreStop { until } => Some(until),
+            Phase::Hook { give_up_at, .. } => Some(give_up_at),
+            Phase::Draining { next_poll } if self.poll.is_none() => next_poll,
+            Phase::Ready { kill_at } => Some(kill_at),
+            Phase::OrphanGrace { until, .. } => Some(until),
+            _ => None,
+        };
+        [phase, self.deadline_armed(), self.watchdog_armed()]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// Feeds one event; returns the actions to perform, in order.
+    pub fn handle(&mut self, now: Instant, event: Event) -> Vec<Action> {
+        let mut out = Vec::new();
+        self.handle_into(now, event, &mut out);
+        out
+    }
+
+    /// As `handle`, appending to the caller's buffer (the event loop reuses
+    /// one, so a forwarded signal costs no allocation).
+    pub fn handle_into(&mut self, now: Instant, event: Event, out: &mut Vec<Action>) {
+        match event {
+            Event::Signal(signo) => self.on_signal(now, signo, out),
+            Event::EcsStop => {
+                if self.phase == Phase::Running {
+                    let signal = self.default_stop_signal();
+                    self.begin_stop(now, Trigger::Ecs, signal, Some(signal), out);
+                }
+            }
+            Event::ChildExited(ended) => self.on_child_exit(now, ended, out),
+            Event::OthersGone => {
+                if let Phase::OrphanGrace { outcome, .. } = self.phase {
+                    self.finish(outcome, out);
+                }
+            }
+            Event::HookDone(ticket) => {
+                if matches!(self.phase, Phase::Hook { ticket: t, .. } if t == ticket) {
+                    self.send_stop_signal(now, out);
+                }
+            }
+            Event::Polled { ticket, ready } => {
+                // A stale answer is skipped, but the timers due now still
+                // fire below.
+                let current = self.poll == Some(ticket);
+                if current {
+                    self.poll = None;
+                }
+                if current && ready && matches!(self.phase, Phase::Draining { .. }) {
+                    let mut kill_at = now + self.settings.ready_grace;
+                    if let Some(deadline) = self.stop.and_then(|s| s.deadline) {
+                        kill_at = kill_at.min(deadline);
+                    }
+                    self.phase = Phase::Ready { kill_at };
+                    out.push(Action::Ready {
+                        left: kill_at.saturating_duration_since(now),
+                    });
+                }
+            }
+            Event::KillFailed { pid1 } => {
+                if let Phase::Killed { reason, .. } = self.phase {
+                    if pid1 {
+                        // As PID 1, exiting ends the namespace: the kernel
+                        // kills what drainit could not. The deadline code
+                        // (SPEC), even after "ready": the app did not end.
+                        self.finish(Outcome::Deadline, out);
+                    } else {
+                        self.phase = Phase::Killed {
+                            reason,
+                            failed: true,
+                        };
+                    }
+                }
+            }
+            Event::Tick => {}
+            Event::NotifyReady { at } => self.on_notify_ready(now, at, out),
+            Event::Extend { at, by } => self.on_extend(at, by, out),
+        }
+        self.on_time(now, out);
+    }
+
+    /// The app's word counts once it got its stop signal: the stop is
+    /// drained then, whatever a poll says (one in flight is dropped).
+    fn on_notify_ready(&mut self, now: Instant, at: Instant, out: &mut Vec<Action>) {
+        let early = !self.signalled_at.is_some_and(|s| at >= s);
+        match self.phase {
+            Phase::Draining { .. } if !early => {}
+            Phase::Running
+            | Phase::PreStop { .. }
+            | Phase::Hook { .. }
+            | Phase::Draining { .. } => return out.push(Action::NotifyIgnored),
+            // Already ready, escalated or over: nothing to say.
+            _ => return,
+        }
+        self.poll = None;
+        let mut kill_at = now + self.settings.ready_grace;
+        if let Some(deadline) = self.stop.and_then(|s| s.deadline) {
+            kill_at = kill_at.min(deadline);
+        }
+        self.phase = Phase::Ready { kill_at };
+        out.push(Action::Ready {
+            left: kill_at.saturating_duration_since(now),
+        });
+    }
+
+    /// The deadline becomes the later of itself and `at + by`, never past
+    /// t0 + `--grace-max`; only while the deadline still matters.
+    fn on_extend(&mut self, at: Instant, by: Duration, out: &mut Vec<Action>) {
+        let armed = self.deadline_armed().is_some();
+        let (Some(stop), Some(max)) = (&mut self.stop, self.grace_max) else {
+            return;
+        };
+        let Some(deadline) = stop.deadline.filter(|_| armed && at >= stop.since) else {
+            return;
+        };
+        let cap = stop.since + max;
+        let wanted = at.checked_add(by).unwrap_or(cap).min(cap);
+        if wanted > deadline {
+            stop.deadline = Some(wanted);
+            out.push(Action::Extended {
+                deadline: wanted,
+                first: !self.extended,
+            });
+            self.extended = true;
+        }
+    }
+
+    fn default_stop_signal(&self) -> i32 {
+        self.settings
+            .stop_signals
+            .first()
+            .copied()
+            .unwrap_or(libc::SIGTERM)
+    }
+
+    fn on_signal(&mut self, now: Instant, signo: i32, out: &mut Vec<Action>) {
+        if !self.child_alive() {
+            return;
+        }
+        let is_stop_signal = self.settings.stop_signals.contains(&signo);
+        let Some(stop) = &mut self.stop else {
+            if is_stop_signal {
+                self.begin_stop(now, Trigger::Signal(signo), signo, None, out);
+            } else {
+                out.push(Action::Forward(signo));
+            }
+            return;
+        };
+        if stop.absorb == Some(signo) {
+            stop.absorb = None;
+            out.push(Action::Absorbed(signo));
+        } else if is_stop_signal && !stop.signalled {
+            // The app gets its stop signal once, when the delay and the
+            // hook are over, not earlier.
+            out.push(Action::Held(signo));
+        } else {
+            // Other signals, and a repeated stop signal once the app got its
+            // first (a second Ctrl-C must still reach it), are forwarded.
+            out.push(Action::Forward(signo));
+        }
+    }
+
+    /// t0 of the stop timeline.
+    fn begin_stop(
+        &mut self,
+        now: Instant,
+        trigger: Trigger,
+        signal: i32,
+        absorb: Option<i32>,
+        out: &mut Vec<Action>,
+    ) {
+        self.stop = Some(Stop {
+            trigger,
+            since: now,
+            deadline: self.settings.grace.map(|g| now + g),
+            signal,
+            signalled: false,
+            absorb,
+        });
+        out.push(Action::StopBegan(trigger));
+        if self.settings.pre_stop_delay.is_zero() {
+            self.fire_hooks(now, out);
+        } else {
+            self.phase = Phase::PreStop {
+                until: now + self.settings.pre_stop_delay,
+            };
+        }
+    }
+
+    fn ticket(&mut self) -> Ticket {
+        self.next_ticket = self.next_ticket.wrapping_add(1);
+        Ticket(self.next_ticket)
+    }
+
+    /// The hook's time: `hook_timeout`, and never more than half the time
+    /// left to the deadline, so the stop signal always comes well before it.
+    fn hook_timeout(&self, now: Instant) -> Duration {
+        let mut timeout = self.settings.hook_timeout;
+        if let Some(deadline) = self.stop.and_then(|s| s.deadline) {
+            timeout = timeout.min(deadline.saturating_duration_since(now) / 2);
+        }
+        timeout.max(Duration::from_millis(1))
+    }
+
+    /// A poll's time: the interval, never past the deadline.
+    fn poll_timeout(&self, now: Instant) -> Duration {
+        let mut timeout = self.settings.drain_interval;
+        if let Some(deadline) = self.stop.and_then(|s| s.deadline) {
+            timeout = timeout.min(deadline.saturating_duration_since(now));
+        }
+        timeout.max(Duration::from_millis(1))
+    }
+
+    fn fire_hooks(&mut self, now: Instant, out: &mut Vec<Action>) {
+        if !self.settings.hook {
+            return self.send_stop_signal(now, out);
+        }
+        let ticket = self.ticket();
+        let timeout = self.hook_timeout(now);
+        out.push(Action::Send {
+            ticket,
+            request: Request::Hook,
+            timeout,
+        });
+        self.phase = Phase::Hook {
+            ticket,
+            give_up_at: now + timeout,
+        };
+    }
+
+    /// Forwards the stop signal; the first poll follows at once.
+    fn send_stop_signal(&mut self, now: Instant, out: &mut Vec<Action>) {
+        let Some(stop) = &mut self.stop else {
+            return;
+        };
+        stop.signalled = true;
+        self.signalled_at = Some(now);
+        out.push(Action::Forward(stop.signal));
+        self.phase = Phase::Draining {
+            next_poll: self.settings.drain.then_some(now),
+        };
+    }
+
+    fn start_poll(&mut self, now: Instant, out: &mut Vec<Action>) {
+        let ticket = self.ticket();
+        let timeout = self.poll_timeout(now);
+        self.poll = Some(ticket);
+        out.push(Action::Send {
+            ticket,
+            request: Request::Poll,
+            timeout,
+        });
+        self.phase = Phase::Draining {
+            next_poll: Some(now + self.settings.drain_interval),
+        };
+    }
+
+    fn escalate(&mut self, now: Instant, reason: Escalation, out: &mut Vec<Action>) {
+        out.push(Action::Kill(reason));
+        self.poll = None;
+        self.kill_watchdog = Some(now + KILL_WATCHDOG);
+        self.phase = Phase::Killed {
+            reason,
+            failed: false,
+        };
+    }
+
+    /// Timers that are due.
+    fn on_time(&mut self, now: Instant, out: &mut Vec<Action>) {
+        if self.watchdog_armed().is_some_and(|at| now >= at) {
+            self.kill_watchdog = None;
+            out.push(Action::KillStuck);
+            return;
+        }
+        if let Phase::Ready { kill_at } = self.phase {
+            if now >= kill_at {
+                return self.escalate(now, Escalation::Ready, out);
+            }
+        }
+        if self.deadline_armed().is_some_and(|d| now >= d) {
+            if matches!(self.phase, Phase::PreStop { .. } | Phase::Hook { .. }) {
+                // Only a late wake-up gets here (the delay and the hook end
+                // before the deadline): the stop signal still comes first.
+                if matches!(self.phase, Phase::Hook { .. }) {
+                    out.push(Action::HookAbandoned);
+                }
+                self.send_stop_signal(now, out);
+            }
+            return self.escalate(now, Escalation::Deadline, out);
+        }
+        match self.phase {
+            Phase::PreStop { until } if now >= until => {
+                self.fire_hooks(now, out);
+                // No hook: the first poll is due now.
+                if matches!(self.phase, Phase::Draining { .. }) {
+                    self.on_time(now, out);
+                }
+            }
+            Phase::Hook { give_up_at, .. } if now >= give_up_at => {
+                out.push(Action::HookAbandoned);
+                self.send_stop_signal(now, out);
+                self.on_time(now, out);
+            }
+            Phase::Draining {
+                next_poll: Some(at),
+            } if now >= at && self.poll.is_none() => self.start_poll(now, out),
+            Phase::OrphanGrace { until, outcome } if now >= until => self.finish(outcome, out),
+            _ => {}
+        }
+    }
+
+    fn on_child_exit(&mut self, now: Instant, ended: Ended, out: &mut Vec<Action>) {
+        if !self.child_alive() {
+            return;
+        }
+        let outcome = match (self.phase, ended) {
+            // A kill that reached nothing: the child ended some other way,
+            // but the run still ends with the deadline code (SPEC).
+            (Phase::Killed { failed: true, .. }, _) => Outcome::Deadline,
+            (Phase::Killed { reason, .. }, Ended::Signaled(libc::SIGKILL)) => reason.outcome(),
+            // Otherwise the child's own status wins, even after "ready".
+            (_, Ended::Exited(code)) => Outcome::Exited(code),
+            (_, Ended::Signaled(signo)) => Outcome::Signaled(signo),
+        };
+        self.poll = None;
+        if self.settings.orphan_grace.is_zero() {
+            return self.finish(outcome, out);
+        }
+        self.phase = Phase::OrphanGrace {
+            until: now + self.settings.orphan_grace,
+            outcome,
+        };
+        out.push(Action::TerminateOthers {
+            wait: self.settings.orphan_grace,
+        });
+    }
+
+    fn finish(&mut self, outcome: Outcome, out: &mut Vec<Action>) {
+        self.phase = Phase::Done { outcome };
+        out.push(Action::Exit(outcome));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! A fake clock: `t(ms)` is an instant `ms` after a fixed origin.
+    use super::*;
+    use std::sync::OnceLock;
+
+    const TERM: i32 = libc::SIGTERM;
+    const INT: i32 = libc::SIGINT;
+    const HUP: i32 = libc::SIGHUP;
+    const KILLED: Ended = Ended::Signaled(libc::SIGKILL);
+
+    fn t(ms: u64) -> Instant {
+        static ORIGIN: OnceLock<Instant> = OnceLock::new();
+        *ORIGIN.get_or_init(Instant::now) + Duration::from_millis(ms)
+    }
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    /// grace 10 s, drain URL polled every 1 s, ready grace 2 s, no delay,
+    /// no hook, no orphan grace.
+    fn base() -> Settings {
+        Settings {
+            stop_signals: vec![TERM, INT],
+            grace: Some(ms(10_000)),
+            pre_stop_delay: Duration::ZERO,
+            hook: false,
+            hook_timeout: ms(1_000),
+            drain: true,
+            drain_interval: ms(1_000),
+            ready_grace: ms(2_000),
+            orphan_grace: Duration::ZERO,
+        }
+    }
+
+    fn with(f: impl FnOnce(&mut Settings)) -> Settings {
+        let mut s = base();
+        f(&mut s);
+        s
+    }
+
+    fn sends(actions: &[Action]) -> Vec<(Ticket, Request, Duration)> {
+        actions
+            .iter()
+            .filter_map(|a| match *a {
+                Action::Send {
+                    ticket,
+                    request,
+                    timeout,
+                } => Some((ticket, request, timeout)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn poll_ticket(actions: &[Action]) -> Ticket {
+        match sends(actions).as_slice() {
+            [(ticket, Request::Poll, _)] => *ticket,
+            other => panic!("expected one poll, got {other:?} in {actions:?}"),
+        }
+    }
+
+    fn hook_ticket(actions: &[Action]) -> Ticket {
+        match sends(actions).as_slice() {
+            [(ticket, Request::Hook, _)] => *ticket,
+            other => panic!("expected one hook, got {other:?} in {actions:?}"),
+        }
+    }
+
+    fn forwards(actions: &[Action]) -> Vec<i32> {
+        actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Forward(s) => Some(*s),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// A timeline stopped by TERM at t=0 with the first poll in flight.
+    fn draining() -> (Timeline, Ticket) {
+        let mut tl = Timeline::new(base());
+        let a = tl.handle(t(0), Event::Signal(TERM));
+        assert_eq!(forwards(&a), [TERM]);
+        (tl, poll_ticket(&a))
+    }
+
+    /// Draining, and the app said ready at t=100.
+    fn ready() -> Timeline {
+        let (mut tl, ticket) = draining();
+        let a = tl.handle(
+            t(100),
+            Event::Polled {
+                ticket,
+                ready: true,
+            },
+        );
+        assert_eq!(a, [Action::Ready { left: ms(2_000) }]);
+        tl
+    }
+
+    // ---- Running ----
+
+    #[test]
+    fn running_forwards_other_signals_and_sleeps() {
+        let mut tl = Timeline::new(base());
+        assert_eq!(tl.next_timer(), None, "idle: no wake-ups");
+        assert_eq!(tl.handle(t(0), Event::Signal(HUP)), [Action::Forward(HUP)]);
+        assert_eq!(tl.handle(t(5), Event::Tick), []);
+        assert!(tl.is_running());
+    }
+
+    #[test]
+    fn running_stop_signal_forwards_it_and_polls_at_once() {
+        let mut tl = Timeline::new(base());
+        let a = tl.handle(t(0), Event::Signal(INT));
+        assert_eq!(a[0], Action::StopBegan(Trigger::Signal(INT)));
+        assert_eq!(a[1], Action::Forward(INT));
+        poll_ticket(&a);
+        let stop = tl.stop().unwrap();
+        assert_eq!(stop.deadline, Some(t(10_000)));
+        assert!(stop.signalled);
+    }
+
+    #[test]
+    fn running_child_exit_is_the_childs_code() {
+        for (ended, outcome) in [
+            (Ended::Exited(3), Outcome::Exited(3)),
+            (Ended::Signaled(9), Outcome::Signaled(9)),
+            (Ended::Signaled(15), Outcome::Signaled(15)),
+        ] {
+            let mut tl = Timeline::new(base());
+            assert_eq!(
+                tl.handle(t(0), Event::ChildExited(ended)),
+                [Action::Exit(outcome)]
+            );
+            assert_eq!(tl.handle(t(1), Event::Signal(HUP)), [], "child gone");
+        }
+    }
+
+    #[test]
+    fn running_ignores_answers_it_never_asked_for() {
+        let mut tl = Timeline::new(base());
+        assert_eq!(tl.handle(t(0), Event::HookDone(Ticket(1))), []);
+        assert_eq!(
+            tl.handle(
+                t(0),
+                Event::Polled {
+                    ticket: Ticket(1),
+                    ready: true
+                }
+            ),
+            []
+        );
+        assert_eq!(tl.handle(t(0), Event::OthersGone), []);
+        assert_eq!(tl.handle(t(0), Event::KillFailed { pid1: true }), []);
+        assert!(tl.is_running());
+    }
+
+    #[test]
+    fn running_ecs_stop_forwards_the_first_stop_signal() {
+        let mut tl = Timeline::new(with(|s| s.stop_signals = vec![INT, TERM]));
+        let a = tl.handle(t(0), Event::EcsStop);
+        assert_eq!(a[0], Action::StopBegan(Trigger::Ecs));
+        assert_eq!(forwards(&a), [INT]);
+    }
+
+    #[test]
+    fn no_grace_never_escalates() {
+        let mut tl = Timeline::new(with(|s| {
+            s.grace = None;
+            s.drain = false;
+        }));
+        tl.handle(t(0), Event::Signal(TERM));
+        assert_eq!(tl.next_timer(), None);
+        assert_eq!(tl.handle(t(3_600_000), Event::Tick), []);
+        assert_eq!(
+            tl.handle(t(3_600_001), Event::ChildExited(Ended::Exited(0))),
+            [Action::Exit(Outcome::Exited(0))]
+        );
+    }
+
+    // ---- PreStop ----
+
+    fn pre_stop() -> Timeline {
+        let mut tl = Timeline::new(with(|s| s.pre_stop_delay = ms(3_000)));
+        let a = tl.handle(t(0), Event::Signal(TERM));
+        assert_eq!(a, [Action::StopBegan(Trigger::Signal(TERM))]);
+        assert_eq!(tl.phase(), Phase::PreStop { until: t(3_000) });
+        assert_eq!(tl.next_timer(), Some(t(3_000)));
+        tl
+    }
+
+    #[test]
+    fn pre_stop_holds_the_signal_until_the_delay_ends() {
+        let mut tl = pre_stop();
+        assert_eq!(tl.handle(t(2_999), Event::Tick), []);
+        let a = tl.handle(t(3_000), Event::Tick);
+        assert_eq!(forwards(&a), [TERM]);
+        poll_ticket(&a);
+    }
+
+    #[test]
+    fn pre_stop_repeated_stop_signal_is_held_not_forwarded() {
+        let mut tl = pre_stop();
+        assert_eq!(tl.handle(t(10), Event::Signal(TERM)), [Action::Held(TERM)]);
+        assert_eq!(tl.handle(t(20), Event::Signal(INT)), [Action::Held(INT)]);
+        assert_eq!(tl.phase(), Phase::PreStop { until: t(3_000) }, "no restart");
+        // Other signals still pass.
+        assert_eq!(tl.handle(t(30), Event::Signal(HUP)), [Action::Forward(HUP)]);
+        // The app gets its stop signal once, then repeats are forwarded.
+        assert_eq!(forwards(&tl.handle(t(3_000), Event::Tick)), [TERM]);
+        assert_eq!(
+            tl.handle(t(3_100), Event::Signal(TERM)),
+            [Action::Forward(TERM)]
+        );
+    }
+
+    #[test]
+    fn pre_stop_ecs_stop_is_ignored() {
+        let mut tl = pre_stop();
+        assert_eq!(tl.handle(t(10), Event::EcsStop), []);
+        assert_eq!(tl.stop().unwrap().trigger, Trigger::Signal(TERM));
+    }
+
+    #[test]
+    fn pre_stop_child_exit_ends_the_run_with_its_code() {
+        let mut tl = pre_stop();
+        assert_eq!(
+            tl.handle(t(10), Event::ChildExited(Ended::Exited(0))),
+            [Action::Exit(Outcome::Exited(0))]
+        );
+        assert_eq!(tl.handle(t(3_000), Event::Tick), [], "no late signal");
+    }
+
+    #[test]
+    fn pre_stop_late_wakeup_past_the_deadline_signals_before_killing() {
+        let mut tl = pre_stop();
+        let a = tl.handle(t(20_000), Event::Tick);
+        assert_eq!(
+            a,
+            [Action::Forward(TERM), Action::Kill(Escalation::Deadline)]
+        );
+    }
+
+    // ---- Hook ----
+
+    fn hook() -> (Timeline, Ticket) {
+        let mut tl = Timeline::new(with(|s| s.hook = true));
+        let a = tl.handle(t(0), Event::Signal(TERM));
+        assert!(forwards(&a).is_empty(), "the hook comes first");
+        let ticket = hook_ticket(&a);
+        (tl, ticket)
+    }
+
+    #[test]
+    fn hook_answer_then_the_signal_then_the_first_poll() {
+        let (mut tl, ticket) = hook();
+        let a = tl.handle(t(200), Event::HookDone(ticket));
+        assert_eq!(a[0], Action::Forward(TERM));
+        poll_ticket(&a);
+        // A second answer for the same ticket is stale.
+        assert_eq!(tl.handle(t(300), Event::HookDone(ticket)), []);
+    }
+
+    #[test]
+    fn hook_timeout_abandons_it_and_signals() {
+        let (mut tl, ticket) = hook();
+        assert_eq!(tl.next_timer(), Some(t(1_000)));
+        let a = tl.handle(t(1_000), Event::Tick);
+        assert_eq!(a[0], Action::HookAbandoned);
+        assert_eq!(a[1], Action::Forward(TERM));
+        poll_ticket(&a);
+        // The abandoned hook's late answer changes nothing.
+        assert_eq!(tl.handle(t(1_500), Event::HookDone(ticket)), []);
+        assert!(matches!(tl.phase(), Phase::Draining { .. }));
+    }
+
+    #[test]
+    fn hook_gets_at_most_half_the_time_left_after_the_delay() {
+        let mut tl = Timeline::new(with(|s| {
+            s.hook = true;
+            s.hook_timeout = ms(60_000);
+            s.pre_stop_delay = ms(4_000);
+        }));
+        tl.handle(t(0), Event::Signal(TERM));
+        let a = tl.handle(t(4_000), Event::Tick);
+        assert_eq!(sends(&a)[0].2, ms(3_000), "(10 s - 4 s) / 2");
+        assert_eq!(tl.next_timer(), Some(t(7_000)));
+        let a = tl.handle(t(7_000), Event::Tick);
+        assert_eq!(a[..2], [Action::HookAbandoned, Action::Forward(TERM)]);
+    }
+
+    #[test]
+    fn hook_repeated_stop_signal_is_held() {
+        let (mut tl, ticket) = hook();
+        assert_eq!(tl.handle(t(10), Event::Signal(TERM)), [Action::Held(TERM)]);
+        assert_eq!(tl.handle(t(10), Event::Signal(HUP)), [Action::Forward(HUP)]);
+        assert_eq!(forwards(&tl.handle(t(20), Event::HookDone(ticket))), [TERM]);
+    }
+
+    #[test]
+    fn hook_child_exit_ends_the_run_and_a_late_answer_is_ignored() {
+        let (mut tl, ticket) = hook();
+        assert_eq!(
+            tl.handle(t(10), Event::ChildExited(Ended::Exited(4))),
+            [Action::Exit(Outcome::Exited(4))]
+        );
+        assert_eq!(tl.handle(t(20), Event::HookDone(ticket)), []);
+    }
+
+    #[test]
+    fn hook_poll_answer_is_stale() {
+        let (mut tl, _) = hook();
+        assert_eq!(
+            tl.handle(
+                t(10),
+                Event::Polled {
+                    ticket: Ticket(99),
+                    ready: true
+                }
+            ),
+            []
+        );
+        assert!(matches!(tl.phase(), Phase::Hook { .. }));
+    }
+
+    // ---- Draining ----
+
+    #[test]
+    fn draining_polls_every_interval_one_at_a_time() {
+        let (mut tl, first) = draining();
+        assert_eq!(
+            tl.next_timer(),
+            Some(t(10_000)),
+            "poll in flight: deadline only"
+        );
+        assert_eq!(
+            tl.handle(t(1_500), Event::Tick),
+            [],
+            "one in flight at a time"
+        );
+        // The next poll was due at 1 s: it goes as soon as the answer is in.
+        let a = tl.handle(
+            t(1_600),
+            Event::Polled {
+                ticket: first,
+                ready: false,
+            },
+        );
+        let second = poll_ticket(&a);
+        assert_ne!(second, first);
+        assert_eq!(
+            tl.handle(
+                t(1_700),
+                Event::Polled {
+                    ticket: second,
+                    ready: false
+                }
+            ),
+            []
+        );
+        assert_eq!(tl.next_timer(), Some(t(2_600)));
+        poll_ticket(&tl.handle(t(2_600), Event::Tick));
+    }
+
+    #[test]
+    fn draining_poll_timeout_never_passes_the_deadline() {
+        // A poll sent at 9.7 s gets the 0.3 s left, not the interval.
+        let mut tl2 = Timeline::new(base());
+        let a = tl2.handle(t(0), Event::Signal(TERM));
+        let ticket = poll_ticket(&a);
+        let a = tl2.handle(
+            t(9_700),
+            Event::Polled {
+                ticket,
+                ready: false,
+            },
+        );
+        assert_eq!(sends(&a)[0].2, ms(300));
+    }
+
+    #[test]
+    fn draining_ready_starts_the_ready_grace() {
+        let mut tl = ready();
+        assert_eq!(tl.phase(), Phase::Ready { kill_at: t(2_100) });
+        assert_eq!(tl.next_timer(), Some(t(2_100)), "no more polls");
+        assert_eq!(tl.handle(t(2_000), Event::Tick), []);
+        assert_eq!(
+            tl.handle(t(2_100), Event::Tick),
+            [Action::Kill(Escalation::Ready)]
+        );
+        assert_eq!(
+            tl.handle(t(2_150), Event::ChildExited(KILLED)),
+            [Action::Exit(Outcome::Drained)]
+        );
+    }
+
+    #[test]
+    fn draining_not_ready_and_failed_polls_hold_on() {
+        let (mut tl, mut ticket) = draining();
+        for i in 1..10 {
+            let a = tl.handle(
+                t(i * 1_000),
+                Event::Polled {
+                    ticket,
+                    ready: false,
+                },
+            );
+            ticket = poll_ticket(&a);
+        }
+        let a = tl.handle(t(10_000), Event::Tick);
+        assert_eq!(a, [Action::Kill(Escalation::Deadline)]);
+        assert_eq!(
+            tl.handle(t(10_010), Event::ChildExited(KILLED)),
+            [Action::Exit(Outcome::Deadline)]
+        );
+        // The poll that was in flight at the kill is forgotten.
+        assert_eq!(
+            tl.handle(
+                t(10_020),
+                Event::Polled {
+                    ticket,
+                    ready: true
+                }
+            ),
+            []
+        );
+    }
+
+    #[test]
+    fn draining_repeated_stop_signal_is_forwarded() {
+        let (mut tl, _) = draining();
+        assert_eq!(
+            tl.handle(t(10), Event::Signal(TERM)),
+            [Action::Forward(TERM)]
+        );
+        assert_eq!(tl.handle(t(10), Event::Signal(INT)), [Action::Forward(INT)]);
+        assert_eq!(tl.handle(t(10), Event::EcsStop), []);
+    }
+
+    #[test]
+    fn draining_child_exit_is_the_childs_code() {
+        let (mut tl, ticket) = draining();
+        assert_eq!(
+            tl.handle(t(10), Event::ChildExited(Ended::Signaled(TERM))),
+            [Action::Exit(Outcome::Signaled(TERM))]
+        );
+        assert_eq!(
+            tl.handle(
+                t(20),
+                Event::Polled {
+                    ticket,
+                    ready: true
+                }
+            ),
+            []
+        );
+    }
+
+    #[test]
+    fn draining_without_drain_url_just_waits_for_the_deadline() {
+        let mut tl = Timeline::new(with(|s| s.drain = false));
+        let a = tl.handle(t(0), Event::Signal(TERM));
+        assert_eq!(sends(&a), []);
+        assert_eq!(tl.next_timer(), Some(t(10_000)));
+        assert_eq!(
+            tl.handle(t(10_000), Event::Tick),
+            [Action::Kill(Escalation::Deadline)]
+        );
+    }
+
+    // ---- Ready ----
+
+    #[test]
+    fn ready_is_sticky() {
+        let mut tl = ready();
+        // A late poll answer (there is none in flight) changes nothing.
+        assert_eq!(
+            tl.handle(
+                t(200),
+                Event::Polled {
+                    ticket: Ticket(1),
+                    ready: false
+                }
+            ),
+            []
+        );
+        assert!(matches!(tl.phase(), Phase::Ready { .. }));
+    }
+
+    #[test]
+    fn ready_grace_is_capped_by_the_deadline_and_still_counts_as_drained() {
+        let (mut tl, first) = draining();
+        let a = tl.handle(
+            t(9_000),
+            Event::Polled {
+                ticket: first,
+                ready: true,
+            },
+        );
+        assert_eq!(a, [Action::Ready { left: ms(1_000) }]);
+        assert_eq!(
+            tl.handle(t(10_000), Event::Tick),
+            [Action::Kill(Escalation::Ready)]
+        );
+        assert_eq!(
+            tl.handle(t(10_001), Event::ChildExited(KILLED)),
+            [Action::Exit(Outcome::Drained)]
+        );
+    }
+
+    #[test]
+    fn ready_then_the_child_exits_by_itself_with_its_own_code() {
+        let mut tl = ready();
+        assert_eq!(
+            tl.handle(t(500), Event::ChildExited(Ended::Exited(3))),
+            [Action::Exit(Outcome::Exited(3))]
+        );
+    }
+
+    #[test]
+    fn ready_signals_are_forwarded() {
+        let mut tl = ready();
+        assert_eq!(
+            tl.handle(t(200), Event::Signal(TERM)),
+            [Action::Forward(TERM)]
+        );
+        assert_eq!(
+            tl.handle(t(200), Event::Signal(HUP)),
+            [Action::Forward(HUP)]
+        );
+    }
+
+    // ---- Killed ----
+
+    fn killed() -> Timeline {
+        let mut tl = Timeline::new(with(|s| s.drain = false));
+        tl.handle(t(0), Event::Signal(TERM));
+        assert_eq!(
+            tl.handle(t(10_000), Event::Tick),
+            [Action::Kill(Escalation::Deadline)]
+        );
+        tl
+    }
+
+    #[test]
+    fn killed_waits_without_timers() {
+        let mut tl = killed();
+        // Only the kill watchdog remains.
+        assert_eq!(tl.next_timer(), Some(t(10_000) + KILL_WATCHDOG));
+        assert_eq!(tl.handle(t(12_000), Event::Tick), []);
+        assert_eq!(
+            tl.handle(t(12_000), Event::Signal(HUP)),
+            [Action::Forward(HUP)]
+        );
+    }
+
+    #[test]
+    fn killed_child_that_exited_by_itself_in_the_race_keeps_its_code() {
+        let mut tl = killed();
+        assert_eq!(
+            tl.handle(t(10_001), Event::ChildExited(Ended::Exited(0))),
+            [Action::Exit(Outcome::Exited(0))]
+        );
+    }
+
+    #[test]
+    fn kill_failed_as_pid1_exits_at_once_with_the_deadline_outcome() {
+        let mut tl = killed();
+        assert_eq!(
+            tl.handle(t(10_000), Event::KillFailed { pid1: true }),
+            [Action::Exit(Outcome::Deadline)]
+        );
+    }
+
+    #[test]
+    fn kill_failed_not_pid1_waits_and_ends_with_the_deadline_outcome() {
+        let mut tl = killed();
+        assert_eq!(tl.handle(t(10_000), Event::KillFailed { pid1: false }), []);
+        assert_eq!(
+            tl.phase(),
+            Phase::Killed {
+                reason: Escalation::Deadline,
+                failed: true
+            }
+        );
+        assert_eq!(
+            tl.handle(t(20_000), Event::ChildExited(Ended::Exited(0))),
+            [Action::Exit(Outcome::Deadline)]
+        );
+    }
+
+    #[test]
+    fn kill_failed_after_ready_ends_with_the_deadline_code() {
+        // SPEC: a child drainit cannot kill ends the run with the deadline
+        // code, even after the app said ready.
+        let mut tl = ready();
+        tl.handle(t(2_100), Event::Tick);
+        assert_eq!(
+            tl.handle(t(2_100), Event::KillFailed { pid1: true }),
+            [Action::Exit(Outcome::Deadline)]
+        );
+        let mut tl = ready();
+        tl.handle(t(2_100), Event::Tick);
+        assert_eq!(tl.handle(t(2_100), Event::KillFailed { pid1: false }), []);
+        assert_eq!(
+            tl.handle(t(3_000), Event::ChildExited(KILLED)),
+            [Action::Exit(Outcome::Deadline)]
+        );
+    }
+
+    #[test]
+    fn kill_watchdog_fires_once_when_the_child_outlives_its_sigkill() {
+        let mut tl = killed();
+        assert_eq!(tl.next_timer(), Some(t(10_000) + KILL_WATCHDOG));
+        let late = t(10_000) + KILL_WATCHDOG;
+        assert_eq!(tl.handle(late, Event::Tick), [Action::KillStuck]);
+        assert_eq!(tl.next_timer(), None, "once");
+        assert_eq!(tl.handle(late, Event::Tick), []);
+        // The supervisor answers as for a kill it could not send.
+        assert_eq!(
+            tl.handle(late, Event::KillFailed { pid1: true }),
+            [Action::Exit(Outcome::Deadline)]
+        );
+    }
+
+    #[test]
+    fn kill_watchdog_is_off_once_the_kill_failed_or_the_child_ended() {
+        let mut tl = killed();
+        tl.handle(t(10_000), Event::KillFailed { pid1: false });
+        assert_eq!(tl.next_timer(), None);
+        assert_eq!(tl.handle(t(99_000), Event::Tick), []);
+        let mut tl = killed();
+        tl.handle(t(10_001), Event::ChildExited(KILLED));
+        assert_eq!(tl.next_timer(), None);
+    }
+
+    #[test]
+    fn awaits_only_the_current_poll_and_hook() {
+        let (mut tl, first) = draining();
+        assert!(tl.awaits(first));
+        let a = tl.handle(
+            t(500),
+            Event::Polled {
+                ticket: first,
+                ready: false,
+            },
+        );
+        assert_eq!(a, []);
+        assert!(!tl.awaits(first), "answered");
+        let second = poll_ticket(&tl.handle(t(1_000), Event::Tick));
+        assert!(tl.awaits(second));
+        tl.handle(t(10_000), Event::Tick);
+        assert!(!tl.awaits(second), "abandoned by the escalation");
+        let (mut tl, hook) = hook();
+        assert!(tl.awaits(hook));
+        tl.handle(t(1_000), Event::Tick);
+        assert!(!tl.awaits(hook), "abandoned at its timeout");
+    }
+
+    #[test]
+    fn a_stale_poll_answer_still_fires_the_timers_due() {
+        let (mut tl, first) = draining();
+        tl.handle(
+            t(500),
+            Event::Polled {
+                ticket: first,
+                ready: false,
+            },
+        );
+        // The answer of the first poll arrives again (stale) when the next
+        // poll is due: the poll must start in this same turn.
+        let a = tl.handle(
+            t(1_000),
+            Event::Polled {
+                ticket: first,
+                ready: true,
+            },
+        );
+        poll_ticket(&a);
+        // And at the deadline, a stale answer still escalates.
+        let (mut tl, first) = draining();
+        tl.handle(
+            t(500),
+            Event::Polled {
+                ticket: first,
+                ready: false,
+            },
+        );
+        let a = tl.handle(
+            t(10_000),
+            Event::Polled {
+                ticket: first,
+                ready: true,
+            },
+        );
+        assert_eq!(a, [Action::Kill(Escalation::Deadline)]);
+    }
+
+    // ---- OrphanGrace and Done ----
+
+    fn orphan_grace() -> Timeline {
+        let mut tl = Timeline::new(with(|s| s.orphan_grace = ms(5_000)));
+        let a = tl.handle(t(0), Event::ChildExited(Ended::Exited(7)));
+        assert_eq!(a, [Action::TerminateOthers { wait: ms(5_000) }]);
+        assert!(!tl.child_alive());
+        assert_eq!(tl.next_timer(), Some(t(5_000)));
+        tl
+    }
+
+    #[test]
+    fn orphan_grace_ends_when_the_others_are_gone() {
+        let mut tl = orphan_grace();
+        assert_eq!(
+            tl.handle(t(100), Event::Signal(TERM)),
+            [],
+            "nobody to forward to"
+        );
+        assert_eq!(tl.handle(t(100), Event::EcsStop), []);
+        assert_eq!(tl.handle(t(100), Event::ChildExited(Ended::Exited(1))), []);
+        assert_eq!(
+            tl.handle(t(200), Event::OthersGone),
+            [Action::Exit(Outcome::Exited(7))]
+        );
+    }
+
+    #[test]
+    fn orphan_grace_ends_at_its_timer() {
+        let mut tl = orphan_grace();
+        assert_eq!(tl.handle(t(4_999), Event::Tick), []);
+        assert_eq!(
+            tl.handle(t(5_000), Event::Tick),
+            [Action::Exit(Outcome::Exited(7))]
+        );
+    }
+
+    #[test]
+    fn orphan_grace_keeps_the_escalation_outcome() {
+        let mut tl = Timeline::new(with(|s| {
+            s.orphan_grace = ms(5_000);
+            s.drain = false;
+        }));
+        tl.handle(t(0), Event::Signal(TERM));
+        tl.handle(t(10_000), Event::Tick);
+        tl.handle(t(10_001), Event::ChildExited(KILLED));
+        assert_eq!(
+            tl.handle(t(10_002), Event::OthersGone),
+            [Action::Exit(Outcome::Deadline)]
+        );
+    }
+
+    #[test]
+    fn done_ignores_everything() {
+        let mut tl = Timeline::new(base());
+        tl.handle(t(0), Event::ChildExited(Ended::Exited(0)));
+        for event in [
+            Event::Signal(TERM),
+            Event::EcsStop,
+            Event::ChildExited(Ended::Exited(1)),
+            Event::OthersGone,
+            Event::HookDone(Ticket(1)),
+            Event::Polled {
+                ticket: Ticket(1),
+                ready: true,
+            },
+            Event::KillFailed { pid1: true },
+            Event::Tick,
+        ] {
+            assert_eq!(tl.handle(t(1), event), [], "{event:?}");
+        }
+        assert_eq!(tl.next_timer(), None);
+    }
+
+    // ---- ECS absorption ----
+
+    #[test]
+    fn ecs_stop_absorbs_only_the_platforms_signal_once() {
+        let mut tl = Timeline::new(base());
+        let a = tl.handle(t(0), Event::EcsStop);
+        assert_eq!(forwards(&a), [TERM]);
+        // The operator's Ctrl-C is not swallowed.
+        assert_eq!(tl.handle(t(10), Event::Signal(INT)), [Action::Forward(INT)]);
+        assert_eq!(
+            tl.handle(t(20), Event::Signal(TERM)),
+            [Action::Absorbed(TERM)]
+        );
+        assert_eq!(
+            tl.handle(t(30), Event::Signal(TERM)),
+            [Action::Forward(TERM)]
+        );
+    }
+
+    #[test]
+    fn ecs_stop_during_pre_stop_absorbs_the_platform_signal_and_holds_others() {
+        let mut tl = Timeline::new(with(|s| s.pre_stop_delay = ms(3_000)));
+        tl.handle(t(0), Event::EcsStop);
+        assert_eq!(
+            tl.handle(t(10), Event::Signal(TERM)),
+            [Action::Absorbed(TERM)]
+        );
+        assert_eq!(tl.handle(t(20), Event::Signal(INT)), [Action::Held(INT)]);
+        assert_eq!(forwards(&tl.handle(t(3_000), Event::Tick)), [TERM]);
+        assert_eq!(
+            tl.handle(t(3_010), Event::Signal(TERM)),
+            [Action::Forward(TERM)]
+        );
+    }
+
+    // ---- Races ----
+
+    #[test]
+    fn race_child_exit_and_deadline_in_the_same_turn() {
+        // The reaper runs before the timers: the child's code wins.
+        let mut tl = Timeline::new(with(|s| s.drain = false));
+        tl.handle(t(0), Event::Signal(TERM));
+        assert_eq!(
+            tl.handle(t(10_000), Event::ChildExited(Ended::Exited(0))),
+            [Action::Exit(Outcome::Exited(0))]
+        );
+    }
+
+    #[test]
+    fn race_ready_answer_arriving_after_the_deadline() {
+        let (mut tl, ticket) = draining();
+        assert_eq!(
+            tl.handle(t(10_000), Event::Tick),
+            [Action::Kill(Escalation::Deadline)]
+        );
+        assert_eq!(
+            tl.handle(
+                t(10_001),
+                Event::Polled {
+                    ticket,
+                    ready: true
+                }
+            ),
+            []
+        );
+        assert_eq!(
+            tl.handle(t(10_002), Event::ChildExited(KILLED)),
+            [Action::Exit(Outcome::Deadline)]
+        );
+    }
+
+    #[test]
+    fn race_ready_answer_processed_late_in_the_deadline_turn() {
+        // Answer and deadline in one turn: the answer is handled first, so
+        // the ready grace is capped to zero and the kill counts as drained.
+        let (mut tl, ticket) = draining();
+        let a = tl.handle(
+            t(10_000),
+            Event::Polled {
+                ticket,
+                ready: true,
+            },
+        );
+        assert_eq!(
+            a,
+            [
+                Action::Ready {
+                    left: Duration::ZERO
+                },
+                Action::Kill(Escalation::Ready)
+            ]
+        );
+    }
+
+    #[test]
+    fn race_hook_answer_and_its_timeout_in_the_same_turn() {
+        let (mut tl, ticket) = hook();
+        let a = tl.handle(t(1_000), Event::HookDone(ticket));
+        assert_eq!(forwards(&a), [TERM], "signalled once");
+        assert!(!a.contains(&Action::HookAbandoned));
+        assert!(forwards(&tl.handle(t(1_000), Event::Tick)).is_empty());
+    }
+
+    #[test]
+    fn race_stop_signal_and_ecs_stop() {
+        let mut tl = Timeline::new(base());
+        tl.handle(t(0), Event::Signal(TERM));
+        assert_eq!(tl.handle(t(1), Event::EcsStop), []);
+        assert_eq!(tl.stop().unwrap().absorb, None);
+    }
+
+    #[test]
+    fn the_stop_signal_always_comes_before_any_kill() {
+        // Every delay, hook and late wake-up: no Kill before a Forward of
+        // the stop signal.
+        for delay in [0, 1_000, 9_999] {
+            for hook in [false, true] {
+                for late in [0, 5_000, 50_000] {
+                    let mut tl = Timeline::new(with(|s| {
+                        s.pre_stop_delay = ms(delay);
+                        s.hook = hook;
+                        s.hook_timeout = ms(60_000);
+                    }));
+                    let mut all = tl.handle(t(0), Event::Signal(TERM));
+                    let mut now = 0;
+                    while let Some(at) = tl.next_timer() {
+                        now = now.max(at.duration_since(t(0)).as_millis() as u64) + late;
+                        all.extend(tl.handle(t(now), Event::Tick));
+                        if now > 200_000 {
+                            break;
+                        }
+                    }
+                    let kill = all.iter().position(|a| matches!(a, Action::Kill(_)));
+                    let fwd = all.iter().position(|a| *a == Action::Forward(TERM));
+                    assert!(
+                        fwd.is_some() && kill.is_some() && fwd < kill,
+                        "delay {delay} hook {hook} late {late}: {all:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// One timeline in each phase, at t = 100 ms into it.
+    fn one_in_each_phase() -> Vec<(&'static str, Timeline)> {
+        let running = Timeline::new(with(|s| s.hook = true));
+        let mut pre = Timeline::new(with(|s| s.pre_stop_delay = ms(3_000)));
+        pre.handle(t(0), Event::Signal(TERM));
+        let (hooked, _) = hook();
+        let (drain, _) = draining();
+        let mut dead = killed();
+        dead.handle(t(10_000), Event::Tick);
+        let mut orphans = Timeline::new(with(|s| s.orphan_grace = ms(5_000)));
+        orphans.handle(t(0), Event::ChildExited(Ended::Exited(1)));
+        let mut done = Timeline::new(base());
+        done.handle(t(0), Event::ChildExited(Ended::Exited(0)));
+        vec![
+            ("running", running),
+            ("pre-stop", pre),
+            ("hook", hooked),
+            ("draining", drain),
+            ("ready", ready()),
+            ("killed", dead),
+            ("orphan grace", orphans),
+            ("done", done),
+        ]
+    }
+
+    fn every_event() -> Vec<Event> {
+        let mut events = vec![
+            Event::Signal(TERM),
+            Event::Signal(INT),
+            Event::Signal(HUP),
+            Event::EcsStop,
+            Event::ChildExited(Ended::Exited(0)),
+            Event::ChildExited(KILLED),
+            Event::OthersGone,
+            Event::KillFailed { pid1: true },
+            Event::KillFailed { pid1: false },
+            Event::Tick,
+            Event::NotifyReady { at: t(50) },
+            Event::NotifyReady { at: t(100) },
+            Event::Extend {
+                at: t(100),
+                by: ms(60_000),
+            },
+            Event::Extend {
+                at: t(100),
+                by: ms(1),
+            },
+        ];
+        for n in 0..4 {
+            events.push(Event::HookDone(Ticket(n)));
+            events.push(Event::Polled {
+                ticket: Ticket(n),
+                ready: true,
+            });
+            events.push(Event::Polled {
+                ticket: Ticket(n),
+                ready: false,
+            });
+        }
+        events
+    }
+
+    #[test]
+    fn every_phase_against_every_event_keeps_the_invariants() {
+        for (name, template) in one_in_each_phase() {
+            for event in every_event() {
+                let mut tl = Timeline {
+                    settings: template.settings.clone(),
+                    ..template
+                };
+                tl.set_grace_max(Some(ms(30_000)));
+                let deadline_before = tl.stop().and_then(|s| s.deadline);
+                let was_alive = tl.child_alive();
+                let signalled = tl.stop().is_some_and(|s| s.signalled);
+                let before = tl.phase();
+                let a = tl.handle(t(100), event);
+                let what = format!("{name} + {event:?} -> {a:?}");
+                // A deadline only moves later, and never past t0 + grace-max.
+                if let (Some(before), Some(stop)) = (deadline_before, tl.stop()) {
+                    let after = stop.deadline.expect(&what);
+                    assert!(
+                        after >= before && after <= stop.since + ms(30_000),
+                        "{what}"
+                    );
+                }
+                // Nothing reaches a child that is gone; nothing after the end.
+                if !was_alive {
+                    assert!(
+                        !a.iter().any(|x| matches!(
+                            x,
+                            Action::Forward(_) | Action::Send { .. } | Action::Kill(_)
+                        )),
+                        "{what}"
+                    );
+                }
+                if matches!(before, Phase::Done { .. }) {
+                    assert_eq!(a, [], "{what}");
+                }
+                // A kill only ever follows the stop signal.
+                if a.iter().any(|x| matches!(x, Action::Kill(_))) {
+                    assert!(signalled || a.contains(&Action::Forward(TERM)), "{what}");
+                }
+                // An exit is the last action and ends the phase for good.
+                if let Some(i) = a.iter().position(|x| matches!(x, Action::Exit(_))) {
+                    assert_eq!(i, a.len() - 1, "{what}");
+                    assert!(matches!(tl.phase(), Phase::Done { .. }), "{what}");
+                }
+                // The child's exit is always seen: no phase loses it.
+                if was_alive && matches!(event, Event::ChildExited(_)) {
+                    assert!(!tl.child_alive(), "{what}");
+                }
+                // A stop begins once.
+                let began = a
+                    .iter()
+                    .filter(|x| matches!(x, Action::StopBegan(_)))
+                    .count();
+                assert!(
+                    began <= 1 && (began == 0 || before == Phase::Running),
+                    "{what}"
+                );
+                // Whatever is waited for has a timer or an event to come.
+                assert!(
+                    tl.next_timer().is_some()
+                        || tl.poll.is_some()
+                        || matches!(
+                            tl.phase(),
+                            Phase::Running
+                                | Phase::Killed { .. }
+                                | Phase::Done { .. }
+                                | Phase::Hook { .. }
+                        )
+                        || (matches!(tl.phase(), Phase::Draining { .. })
+                            && tl.stop().is_some_and(|s| s.deadline.is_none()))
+                        || matches!(tl.phase(), Phase::Draining { next_poll: None }),
+                    "{what}: nothing would ever wake the loop"
+                );
+            }
+        }
+    }
+
+    // ---- Notify: the readiness word and extensions ----
+
+    fn extending(max_ms: u64) -> Timeline {
+        let mut tl = Timeline::new(base());
+        tl.set_grace_max(Some(ms(max_ms)));
+        tl
+    }
+
+    #[test]
+    fn notify_ready_drains_between_polls() {
+        let (mut tl, ticket) = draining();
+        let a = tl.handle(t(300), Event::NotifyReady { at: t(300) });
+        assert_eq!(a, [Action::Ready { left: ms(2_000) }]);
+        assert_eq!(tl.phase(), Phase::Ready { kill_at: t(2_300) });
+        // The poll in flight says "not ready": too late, and stale.
+        let a = tl.handle(
+            t(400),
+            Event::Polled {
+                ticket,
+                ready: false,
+            },
+        );
+        assert_eq!(a, []);
+        assert_eq!(
+            tl.handle(t(2_300), Event::Tick),
+            [Action::Kill(Escalation::Ready)]
+        );
+    }
+
+    #[test]
+    fn notify_ready_before_the_stop_signal_is_ignored() {
+        let mut tl = Timeline::new(with(|s| s.pre_stop_delay = ms(3_000)));
+        assert_eq!(
+            tl.handle(t(0), Event::NotifyReady { at: t(0) }),
+            [Action::NotifyIgnored],
+            "outside a stop"
+        );
+        tl.handle(t(0), Event::Signal(TERM));
+        assert_eq!(
+            tl.handle(t(500), Event::NotifyReady { at: t(500) }),
+            [Action::NotifyIgnored],
+            "during the pre-stop delay"
+        );
+        let a = tl.handle(t(3_000), Event::Tick);
+        assert_eq!(forwards(&a), [TERM]);
+        // Sent before the signal, taken after it: still does not count.
+        assert_eq!(
+            tl.handle(t(3_001), Event::NotifyReady { at: t(2_999) }),
+            [Action::NotifyIgnored]
+        );
+        let a = tl.handle(t(3_100), Event::NotifyReady { at: t(3_100) });
+        assert_eq!(a, [Action::Ready { left: ms(2_000) }]);
+        assert_eq!(tl.handle(t(3_200), Event::NotifyReady { at: t(3_200) }), []);
+    }
+
+    #[test]
+    fn notify_ready_ready_grace_never_passes_the_deadline() {
+        let (mut tl, _) = draining();
+        let a = tl.handle(t(9_000), Event::NotifyReady { at: t(9_000) });
+        assert_eq!(a, [Action::Ready { left: ms(1_000) }]);
+    }
+
+    #[test]
+    fn notify_ready_without_a_drain_source() {
+        let mut tl = Timeline::new(with(|s| s.drain = false));
+        tl.handle(t(0), Event::Signal(TERM));
+        assert_eq!(tl.phase(), Phase::Draining { next_poll: None });
+        let a = tl.handle(t(50), Event::NotifyReady { at: t(50) });
+        assert_eq!(a, [Action::Ready { left: ms(2_000) }]);
+    }
+
+    #[test]
+    fn extension_moves_the_deadline_up_to_grace_max() {
+        let mut tl = extending(30_000);
+        tl.handle(t(0), Event::Signal(TERM));
+        let a = tl.handle(
+            t(5_000),
+            Event::Extend {
+                at: t(5_000),
+                by: ms(8_000),
+            },
+        );
+        assert_eq!(
+            a,
+            [Action::Extended {
+                deadline: t(13_000),
+                first: true
+            }]
+        );
+        assert_eq!(tl.handle(t(10_000), Event::Tick), []);
+        // Shorter than the current deadline: nothing moves.
+        assert_eq!(
+            tl.handle(
+                t(11_000),
+                Event::Extend {
+                    at: t(11_000),
+                    by: ms(1_000)
+                }
+            ),
+            []
+        );
+        // Far beyond: capped at t0 + grace-max.
+        let a = tl.handle(
+            t(12_000),
+            Event::Extend {
+                at: t(12_000),
+                by: Duration::from_micros(u64::MAX),
+            },
+        );
+        assert_eq!(
+            a,
+            [Action::Extended {
+                deadline: t(30_000),
+                first: false
+            }]
+        );
+        assert_eq!(tl.stop().unwrap().deadline, Some(t(30_000)));
+        assert_eq!(tl.handle(t(29_999), Event::Tick), []);
+        assert_eq!(
+            tl.handle(t(30_000), Event::Tick),
+            [Action::Kill(Escalation::Deadline)]
+        );
+    }
+
+    #[test]
+    fn a_hung_app_stops_extending_and_is_killed_at_its_last_deadline() {
+        let mut tl = extending(60_000);
+        tl.handle(t(0), Event::Signal(TERM));
+        for at in [8_000, 16_000] {
+            tl.handle(
+                t(at),
+                Event::Extend {
+                    at: t(at),
+                    by: ms(5_000),
+                },
+            );
+        }
+        assert_eq!(tl.next_timer().map(|n| n >= t(16_000)), Some(true));
+        assert_eq!(tl.stop().unwrap().deadline, Some(t(21_000)));
+        assert_eq!(
+            tl.handle(t(21_000), Event::Tick),
+            [Action::Kill(Escalation::Deadline)]
+        );
+    }
+
+    #[test]
+    fn extension_ignored_without_grace_max_outside_a_stop_and_after_the_kill() {
+        // grace-max defaults to grace: nothing moves.
+        let mut tl = extending(10_000);
+        tl.handle(t(0), Event::Signal(TERM));
+        let extend = Event::Extend {
+            at: t(5_000),
+            by: ms(20_000),
+        };
+        assert_eq!(tl.handle(t(5_000), extend), []);
+        assert_eq!(tl.stop().unwrap().deadline, Some(t(10_000)));
+        let mut tl = Timeline::new(base());
+        tl.handle(t(0), Event::Signal(TERM));
+        assert_eq!(tl.handle(t(5_000), extend), [], "no grace-max set");
+        // Before the stop: ignored, even when taken after it began.
+        let mut tl = extending(30_000);
+        tl.handle(t(100), Event::Signal(TERM));
+        let early = Event::Extend {
+            at: t(50),
+            by: ms(20_000),
+        };
+        assert_eq!(tl.handle(t(101), early), []);
+        let mut tl = extending(30_000);
+        assert_eq!(tl.handle(t(0), extend), [], "no stop");
+        assert!(tl.is_running());
+        // After the deadline's kill: too late.
+        tl.handle(t(0), Event::Signal(TERM));
+        tl.handle(t(10_000), Event::Tick);
+        assert_eq!(tl.handle(t(10_001), extend), []);
+        // No grace at all: no deadline to move.
+        let mut tl = Timeline::new(with(|s| s.grace = None));
+        tl.set_grace_max(Some(ms(30_000)));
+        tl.handle(t(0), Event::Signal(TERM));
+        assert_eq!(tl.handle(t(5_000), extend), []);
+    }
+
+    #[test]
+    fn extension_during_the_pre_stop_delay_counts() {
+        let mut tl = Timeline::new(with(|s| s.pre_stop_delay = ms(3_000)));
+        tl.set_grace_max(Some(ms(20_000)));
+        tl.handle(t(0), Event::Signal(TERM));
+        let a = tl.handle(
+            t(1_000),
+            Event::Extend {
+                at: t(1_000),
+                by: ms(15_000),
+            },
+        );
+        assert_eq!(
+            a,
+            [Action::Extended {
+                deadline: t(16_000),
+                first: true
+            }]
+        );
+    }
+}
