@@ -46,9 +46,10 @@ fi
 # Reproducible bytes: nothing of this machine may end up in the binary.
 # Panic locations carry source paths, so the registry and the checkout are
 # renamed to fixed prefixes (std's are /rustc/<hash> already). This replaces
-# .cargo/config.toml's rustflags, so the non-PIE setting is repeated here.
+# .cargo/config.toml's rustflags, so its settings (non-PIE, identical code
+# folding) are repeated here.
 cargo_home=${CARGO_HOME:-$HOME/.cargo}
-flags=(-C relocation-model=static "--remap-path-prefix=$root=/drainit")
+flags=(-C relocation-model=static -C link-arg=--icf=all "--remap-path-prefix=$root=/drainit")
 for index in "$cargo_home"/registry/src/*; do
   [ -d "$index" ] && flags+=("--remap-path-prefix=$index=/crates")
 done

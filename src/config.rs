@@ -211,6 +211,35 @@ impl Env<'_> {
             .unwrap_or_default())
     }
 
+    /// `--long`'s value, or its variable's, parsed. A `fn` parser and no
+    /// inlining keep one copy of this per value type in the binary.
+    #[inline(never)]
+    fn value<T>(
+        &self,
+        flag: Option<String>,
+        long: &str,
+        parse: fn(&str) -> Result<T, String>,
+    ) -> Result<Option<T>, UsageError> {
+        match self.setting(flag, long)? {
+            None => Ok(None),
+            Some(s) => s.parse(parse).map(Some),
+        }
+    }
+
+    /// A repeatable option's values, each parsed (see `value`).
+    #[inline(never)]
+    fn values<T>(
+        &self,
+        flags: Vec<String>,
+        long: &str,
+        parse: fn(&str) -> Result<T, String>,
+    ) -> Result<Vec<T>, UsageError> {
+        self.list(flags, long)?
+            .iter()
+            .map(|s| s.parse(parse))
+            .collect()
+    }
+
     fn flag(&self, flag: bool, long: &str) -> Result<bool, UsageError> {
         if flag {
             return Ok(true);
@@ -228,7 +257,7 @@ fn invalid(text: &str, origin: &str, why: &str) -> UsageError {
 }
 
 impl Setting {
-    fn parse<T>(&self, parse: impl Fn(&str) -> Result<T, String>) -> Result<T, UsageError> {
+    fn parse<T>(&self, parse: fn(&str) -> Result<T, String>) -> Result<T, UsageError> {
         parse(&self.text).map_err(|why| invalid(&self.text, &self.origin, &why))
     }
 }
@@ -468,35 +497,19 @@ impl Config {
             })?;
         let args = command.collect();
 
-        let pdeathsig = env
-            .setting(raw.pdeathsig, "pdeathsig")?
-            .map(|s| s.parse(signals::parse_signal))
-            .transpose()?;
+        let pdeathsig = env.value(raw.pdeathsig, "pdeathsig", signals::parse_signal)?;
 
-        let remap_exit = env
-            .list(raw.remap_exit, "remap-exit")?
-            .iter()
-            .map(|s| s.parse(parse_exit_code))
-            .collect::<Result<Vec<_>, _>>()?;
-
-        let rewrite = env
-            .list(raw.rewrite, "rewrite")?
-            .iter()
-            .map(|s| s.parse(parse_rewrite))
-            .collect::<Result<Vec<_>, _>>()?;
+        let remap_exit = env.values(raw.remap_exit, "remap-exit", parse_exit_code)?;
+        let rewrite = env.values(raw.rewrite, "rewrite", parse_rewrite)?;
 
         // One helper per kind of value keeps every error naming its option.
         let get = |flag: Option<String>, long: &str| env.setting(flag, long);
         let duration = |flag, long: &str, default: Duration| -> Result<Duration, UsageError> {
-            Ok(get(flag, long)?
-                .map(|s| s.parse(parse_duration))
-                .transpose()?
-                .unwrap_or(default))
+            Ok(env.value(flag, long, parse_duration)?.unwrap_or(default))
         };
         let stop_urls = unique(env.list(raw.stop_url, "stop-url")?, &parse_url)?;
-        let stop_method = get(raw.stop_method, "stop-method")?
-            .map(|s| s.parse(parse_method))
-            .transpose()?
+        let stop_method = env
+            .value(raw.stop_method, "stop-method", parse_method)?
             .unwrap_or_else(|| "POST".into());
         let drain_urls = unique(env.list(raw.drain_url, "drain-url")?, &parse_url)?;
         let pre_stop_delay = duration(raw.pre_stop_delay, "pre-stop-delay", Duration::ZERO)?;
@@ -506,23 +519,17 @@ impl Config {
         let stop_execs = unique(env.lines(raw.stop_exec, "stop-exec")?, &parse_cmd)?;
         let drain_execs = unique(env.lines(raw.drain_exec, "drain-exec")?, &parse_cmd)?;
         let drain_files = unique(env.list(raw.drain_file, "drain-file")?, &parse_drain_file)?;
-        let hook_timeout = get(raw.hook_timeout, "hook-timeout")?
-            .map(|s| s.parse(parse_interval))
-            .transpose()?;
-        let drain_timeout = get(raw.drain_timeout, "drain-timeout")?
-            .map(|s| s.parse(parse_interval))
-            .transpose()?
+        let hook_timeout = env.value(raw.hook_timeout, "hook-timeout", parse_interval)?;
+        let drain_timeout = env
+            .value(raw.drain_timeout, "drain-timeout", parse_interval)?
             .unwrap_or(Duration::from_secs(5));
         // Task protection asks the sources that can say "busy": URLs and
         // commands (a drain file only appears at the end of a stop).
         let protect_sources = !drain_urls.is_empty() || !drain_execs.is_empty();
         let ecs = Self::ecs_from(&raw_ecs, &env, protect_sources)?;
-        let notify_socket = get(raw.notify_socket, "notify-socket")?
-            .map(|s| s.parse(parse_socket_path))
-            .transpose()?;
-        let notify_access = get(raw.notify_access, "notify-access")?
-            .map(|s| s.parse(notify::parse_access))
-            .transpose()?
+        let notify_socket = env.value(raw.notify_socket, "notify-socket", parse_socket_path)?;
+        let notify_access = env
+            .value(raw.notify_access, "notify-access", notify::parse_access)?
             .unwrap_or(notify::Access::All);
         // A socket path implies --notify.
         let notify =
@@ -621,14 +628,12 @@ impl Config {
         Ok(Request::Run(Box::new(Config {
             notify,
             grace_max,
-            log_format: get(raw.log_format, "log-format")?
-                .map(|s| s.parse(parse_log_format))
-                .transpose()?
+            log_format: env
+                .value(raw.log_format, "log-format", parse_log_format)?
                 .unwrap_or(LogFormat::Text),
             grace,
-            stop_signals: get(raw.stop_signals, "stop-signals")?
-                .map(|s| s.parse(parse_signal_list))
-                .transpose()?
+            stop_signals: env
+                .value(raw.stop_signals, "stop-signals", parse_signal_list)?
                 .unwrap_or_else(|| vec![libc::SIGTERM, libc::SIGINT]),
             pre_stop_delay,
             stop_hooks: stop_urls
@@ -639,28 +644,27 @@ impl Config {
                 })
                 .collect(),
             drain_urls,
-            drain_field: get(raw.drain_field, "drain-field")?
-                .map(|s| s.parse(parse_pointer))
-                .transpose()?
+            drain_field: env
+                .value(raw.drain_field, "drain-field", parse_pointer)?
                 .unwrap_or_else(|| "/readyForTermination".into()),
             stop_execs,
             hook_timeout: hook_timeout.unwrap_or(Duration::from_secs(10)),
             drain_execs,
             drain_timeout,
             drain_files,
-            drain_interval: get(raw.drain_interval, "drain-interval")?
-                .map(|s| s.parse(parse_interval))
-                .transpose()?
+            drain_interval: env
+                .value(raw.drain_interval, "drain-interval", parse_interval)?
                 .unwrap_or(Duration::from_secs(1)),
             ready_grace: duration(raw.ready_grace, "ready-grace", Duration::from_secs(2))?,
             orphan_grace: duration(raw.orphan_grace, "orphan-grace", Duration::ZERO)?,
-            deadline_exit_code: get(raw.deadline_exit_code, "deadline-exit-code")?
-                .map(|s| s.parse(parse_exit_code))
-                .transpose()?
+            deadline_exit_code: env
+                .value(
+                    raw.deadline_exit_code,
+                    "deadline-exit-code",
+                    parse_exit_code,
+                )?
                 .unwrap_or(124),
-            exit_report: get(raw.exit_report, "exit-report")?
-                .map(|s| s.parse(parse_path))
-                .transpose()?,
+            exit_report: env.value(raw.exit_report, "exit-report", parse_path)?,
             ecs,
             program,
             args,
@@ -689,14 +693,10 @@ impl Config {
         has_drain_url: bool,
     ) -> Result<Option<EcsConfig>, UsageError> {
         let mode = env
-            .setting(raw.mode.clone(), "ecs")?
-            .map(|s| s.parse(parse_ecs_mode))
-            .transpose()?
+            .value(raw.mode.clone(), "ecs", parse_ecs_mode)?
             .unwrap_or(EcsMode::Auto);
         let interval = env
-            .setting(raw.interval.clone(), "ecs-interval")?
-            .map(|s| s.parse(parse_ecs_interval))
-            .transpose()?
+            .value(raw.interval.clone(), "ecs-interval", parse_ecs_interval)?
             .unwrap_or(Duration::from_secs(5));
         let metadata_var = [
             "ECS_CONTAINER_METADATA_URI_V4",
@@ -745,14 +745,18 @@ impl Config {
             Some(ProtectConfig {
                 agent_uri,
                 interval: env
-                    .setting(raw.protect_interval.clone(), "protect-interval")?
-                    .map(|s| s.parse(parse_ecs_interval))
-                    .transpose()?
+                    .value(
+                        raw.protect_interval.clone(),
+                        "protect-interval",
+                        parse_ecs_interval,
+                    )?
                     .unwrap_or(Duration::from_secs(10)),
                 minutes: env
-                    .setting(raw.protect_minutes.clone(), "protect-minutes")?
-                    .map(|s| s.parse(parse_protect_minutes))
-                    .transpose()?
+                    .value(
+                        raw.protect_minutes.clone(),
+                        "protect-minutes",
+                        parse_protect_minutes,
+                    )?
                     .unwrap_or(60),
             })
         } else {
