@@ -459,7 +459,14 @@ pub fn start(reader: Reader, wake: impl Fn() + Send + 'static) -> io::Result<()>
     crate::spawn_thread(
         "drainit-notify",
         128 * 1024,
-        Box::new(move || reader.run(wake)),
+        Box::new(move || loop {
+            // `run` never returns. Should it panic (the hook logs it), the
+            // socket must still be read, or an app blocked in a send to
+            // a full queue would hang: read on after a pause that bounds
+            // the log lines a repeating panic could cost.
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| reader.run(&wake)));
+            std::thread::sleep(Duration::from_millis(100));
+        }),
     )
 }
 
@@ -525,7 +532,7 @@ fn receive(fd: RawFd, buf: &mut [u8; MAX_DATAGRAM]) -> io::Result<Received> {
 }
 
 impl Reader {
-    fn run(self, wake: impl Fn()) {
+    fn run(&self, wake: &dyn Fn()) {
         let mut buf = [0u8; MAX_DATAGRAM];
         let mut relay_buf = [0u8; MAX_DATAGRAM + 64];
         let mut relay = self.outer.as_ref().and_then(|a| match Relay::new(a) {
@@ -590,7 +597,7 @@ impl Reader {
             let m = parse(&buf[..len]);
             let mut wake_loop = false;
             let mut log_ready = None;
-            let mut log_status = None;
+            let mut log_status = false;
             let mut log_extend_ignored = false;
             {
                 let mut shared = lock(&self.inbox);
@@ -601,13 +608,13 @@ impl Reader {
                     log_ready = Some(after);
                 }
                 if let Some(status) = m.status {
-                    if shared.set_status(status) {
-                        log_status = shared.status();
-                    }
+                    log_status = shared.set_status(status);
                 }
                 if m.drained {
                     shared.drained_at = Some(now);
-                    wake_loop = true;
+                    // Before the stop the word counts for nothing: a flood
+                    // of it must not spin the event loop.
+                    wake_loop |= shared.stopping;
                 }
                 if let Some(by) = m.extend {
                     if shared.stopping {
@@ -637,9 +644,14 @@ impl Reader {
                     crate::supervisor::millis(after)
                 );
             }
-            if let Some(status) = log_status {
+            // The limiter first: a suppressed line costs no allocation.
+            if log_status {
                 if let Some(note) = limit.allow(now) {
-                    info!("app status: {status}{note}");
+                    // Not under the lock: a slow log pipe must not hold it.
+                    let status = lock(&self.inbox).status();
+                    if let Some(status) = status {
+                        info!("app status: {status}{note}");
+                    }
                 }
             }
             if m.stopping && !said_stopping {

@@ -109,11 +109,20 @@ pub fn kill_group(pgid: i32) {
 /// What a drain file says: present and written during this stop.
 pub fn check_file(path: &Path, stop_began: SystemTime) -> Answer {
     match std::fs::metadata(path).and_then(|m| m.modified()) {
-        Ok(mtime) if mtime + MTIME_SLACK >= stop_began => Answer::Ready,
+        Ok(mtime) if written_during_stop(mtime, stop_began) => Answer::Ready,
         Ok(_) => Answer::NotReady("older than the stop".into()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Answer::NotReady("absent".into()),
         Err(e) => Answer::NotReady(format!("cannot read: {e}")),
     }
+}
+
+/// The file's time, with the clock slack, is not before the stop. Checked
+/// arithmetic: an app can set any mtime (`touch -d`, `utimensat` up to the
+/// file system's limit), and `SystemTime + Duration` panics on overflow.
+fn written_during_stop(mtime: SystemTime, stop_began: SystemTime) -> bool {
+    mtime
+        .checked_add(MTIME_SLACK)
+        .map_or(true, |late| late >= stop_began)
 }
 
 /// A drain source as configured.
@@ -471,6 +480,16 @@ mod tests {
         assert_eq!(run_timeout(s(5), None, now), s(5));
         assert_eq!(run_timeout(s(5), Some(now + s(2)), now), s(2));
         assert_eq!(run_timeout(s(5), Some(now), now), Duration::from_millis(1));
+    }
+
+    #[test]
+    fn any_file_time_is_judged_without_overflow() {
+        let stop = SystemTime::now();
+        // The largest time a file system can hold (tmpfs: any i64 second).
+        let far = SystemTime::UNIX_EPOCH + Duration::new(i64::MAX as u64, 999_999_999);
+        assert!(written_during_stop(far, stop));
+        assert!(!written_during_stop(SystemTime::UNIX_EPOCH, stop));
+        assert!(written_during_stop(stop - MTIME_SLACK, stop));
     }
 
     #[test]

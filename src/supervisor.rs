@@ -126,6 +126,9 @@ struct Run {
     timed_out: Option<Duration>,
 }
 
+/// The least time between two debug lines of a kind the app can repeat.
+const LOG_EVERY: Duration = Duration::from_secs(1);
+
 struct Supervisor<'a> {
     config: &'a Config,
     signals: Handled,
@@ -168,6 +171,10 @@ struct Supervisor<'a> {
     ready_by_word: bool,
     /// From the start of the stop to the readiness word that drained it.
     stop_to_ready_word_ms: Option<u64>,
+    /// When the last "extends the deadline" line was written.
+    said_extend: Option<Instant>,
+    /// An early readiness word was already reported (once is enough).
+    said_notify_ignored: bool,
 }
 
 /// Starts the child and supervises it until the run is over.
@@ -246,6 +253,8 @@ pub fn run(
         notify: None,
         ready_by_word: false,
         stop_to_ready_word_ms: None,
+        said_extend: None,
+        said_notify_ignored: false,
     };
     if let (Some(socket), Some(n)) = (socket, &config.notify) {
         let inbox = notify::Inbox::default();
@@ -571,6 +580,14 @@ impl Supervisor<'_> {
                 if let Some((inbox, _)) = &self.notify {
                     notify::lock(inbox).stopping = true;
                 }
+                // Protection is over (its polls stop with the stop): a
+                // command still asked for it ends now, so the drain round
+                // never runs the same command beside it.
+                self.kill_runs_where(|r| matches!(r.role, Role::Protect(_)), "the stop began");
+                self.protect_round = (Vec::new(), 0);
+                if let Some(protection) = &mut self.protection {
+                    protection.poll_in_flight = false;
+                }
                 let by = match trigger {
                     Trigger::Signal(signo) => signal_name(signo),
                     Trigger::Ecs => "ECS".into(),
@@ -653,13 +670,20 @@ impl Supervisor<'_> {
                 let at = millis(deadline.saturating_duration_since(since));
                 if first {
                     info!("app extends the deadline (EXTEND_TIMEOUT_USEC): now {at} ms after the stop began");
-                } else {
+                } else if self.said_extend.map_or(true, |t| now >= t + LOG_EVERY) {
+                    // A flood of extensions moves the deadline every turn:
+                    // at most one line a second says so.
+                    self.said_extend = Some(now);
                     debug!("app extends the deadline: now {at} ms after the stop began");
                 }
             }
-            Action::NotifyIgnored => debug!(
-                "X_DRAINIT_READY_FOR_TERMINATION ignored: it counts only after the stop signal was forwarded"
-            ),
+            Action::NotifyIgnored => {
+                if !std::mem::replace(&mut self.said_notify_ignored, true) {
+                    debug!(
+                        "X_DRAINIT_READY_FOR_TERMINATION ignored: it counts only after the stop signal was forwarded"
+                    )
+                }
+            }
         }
     }
 

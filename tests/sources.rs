@@ -22,6 +22,20 @@ fn with_marker(d: &Drainit, marker: &str) -> Vec<(i32, char)> {
     d.processes_with(marker)
 }
 
+/// A SIGKILL waits for `pid` (a run being killed): it is on its way out,
+/// even if the next run already started.
+fn kill_pending(pid: i32) -> bool {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix("ShdPnd:")
+                .or_else(|| l.strip_prefix("SigPnd:"))
+        })
+        .filter_map(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .any(|mask| mask & (1 << (libc::SIGKILL - 1)) != 0)
+}
+
 /// Nothing of the commands is left and drainit holds no zombie.
 fn assert_clean(d: &Drainit, marker: &str) {
     // The kill and the reaping follow an event drainit handles: wait for it.
@@ -188,6 +202,7 @@ fn a_hanging_drain_command_is_killed_each_time_never_piles_up_and_the_deadline_h
             .into_iter()
             .filter(|(pid, state)| {
                 *state != 'Z'
+                    && !kill_pending(*pid)
                     && fs::read_to_string(format!("/proc/{pid}/comm"))
                         .is_ok_and(|c| c.trim() == "sleep")
             })
@@ -353,31 +368,42 @@ fn hook_and_drain_commands_are_gone_when_the_child_exits() {
     let scratch = Scratch::new("exit-during");
     let hook = "sleep 7501";
     let probe = "sleep 7502";
-    // The hook holds TERM back, so the app exits by itself while the hook
-    // runs; the app has no process of its own to leave behind.
-    let child = "touch \"$D/ready\"; while [ ! -e \"$D/quit\" ]; do :; done; exit 3";
+    // The hook hangs and is killed at the hook timeout; TERM is ignored, so
+    // the drain command runs (and hangs) until the app exits by itself.
+    let child = "trap '' TERM; touch \"$D/ready\"; \
+                 while [ ! -e \"$D/quit\" ]; do sleep 0.05; done; exit 3";
     let mut d = start(
         &scratch,
         &strings(&[
             "--stop-exec",
             hook,
+            "--hook-timeout",
+            "1s",
             "--drain-exec",
             probe,
-            "--orphan-grace",
-            "5s",
+            "--drain-timeout",
+            "60s",
+            "--drain-interval",
+            "60s",
             "--grace",
-            "30s",
+            "120s",
         ]),
         child,
     );
     d.signal(libc::SIGTERM);
     wait_for("the hook to run", PATIENCE, || {
-        (!with_marker(&d, "sleep 7501").is_empty()).then_some(())
+        (!with_marker(&d, hook).is_empty()).then_some(())
     });
+    wait_for("the drain command to run", PATIENCE, || {
+        (!with_marker(&d, probe).is_empty()).then_some(())
+    });
+    // The hook was killed at its timeout, reaped, and left no zombie.
+    assert_clean(&d, hook);
     scratch.touch("quit");
     assert_eq!(d.wait_code(), 3, "{}", d.stderr());
     let r = report(&scratch);
     assert_eq!(r["orphans_reaped"], 0, "commands are not orphans: {r}");
+    assert_eq!(r["outcome"], "exited", "{r}");
 }
 
 #[test]

@@ -96,6 +96,22 @@ pub struct Drainit {
     status: Option<ExitStatus>,
 }
 
+/// Every catchable signal but the C libraries' own (32-34, which `signal`
+/// refuses) back to its default action, the mask emptied.
+fn reset_dispositions() -> std::io::Result<()> {
+    for signo in (1..=64).filter(|s| ![libc::SIGKILL, libc::SIGSTOP, 32, 33, 34].contains(s)) {
+        // SAFETY: async-signal-safe calls in the forked child.
+        unsafe { libc::signal(signo, libc::SIG_DFL) };
+    }
+    // SAFETY: as above; an empty set.
+    unsafe {
+        let mut none: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut none);
+        libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+    }
+    Ok(())
+}
+
 /// Builds a drainit invocation.
 pub struct Launch {
     program: String,
@@ -185,6 +201,13 @@ impl Launch {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(fs::File::create(&stderr_path).expect("stderr file"));
+        // A known start: whatever the test runner inherited (`nohup` ignores
+        // SIGHUP, some CI shells ignore SIGINT/SIGQUIT) must not reach
+        // drainit, whose child inherits it. Then the test's own set-up.
+        // SAFETY: test-only; plain libc calls between fork and exec.
+        unsafe {
+            command.pre_exec(reset_dispositions);
+        }
         if let Some(f) = self.pre_exec.take() {
             // SAFETY: test-only; the closures make plain libc calls.
             unsafe {
