@@ -491,6 +491,55 @@ fn two_drain_urls_drain_only_when_both_have_been_ready() {
         .all(|s| s["ready"] == true));
 }
 
+/// Live runs of a command: not a zombie, no SIGKILL on its way.
+fn live_runs(d: &Drainit, marker: &str) -> Vec<i32> {
+    with_marker(d, marker)
+        .into_iter()
+        .filter(|(pid, state)| *state != 'Z' && !kill_pending(*pid))
+        .map(|(pid, _)| pid)
+        .collect()
+}
+
+#[test]
+fn a_protection_run_ends_when_the_stop_begins() {
+    let scratch = Scratch::new("protect-stop");
+    let agent = Server::start(|_, _| json(200, "{\"protection\":{\"ProtectionEnabled\":true}}"));
+    // The protection poll runs it at once and would let it run 60 s; the
+    // stop's drain rounds run the same command.
+    let probe = "sleep 7601";
+    let mut d = drainit(strings(&[
+        "--ecs-protect",
+        "--drain-exec",
+        probe,
+        "--drain-timeout",
+        "60s",
+        "--protect-interval",
+        "60s",
+        "--drain-interval",
+        "60s",
+        "--grace",
+        "90s",
+    ]))
+    .with_args(sh(&scratch, STUBBORN))
+    .env("ECS_AGENT_URI", &agent.url("/api/abc"))
+    .start();
+    scratch.wait_file("ready");
+    let first = wait_for("the protection run", PATIENCE, || {
+        live_runs(&d, probe).first().copied()
+    });
+    d.signal(libc::SIGTERM);
+    scratch.wait_file("term");
+    wait_for("the protection run to end with the stop", PATIENCE, || {
+        (!live_runs(&d, probe).contains(&first)).then_some(())
+    });
+    // The drain round's run, alone: the two never overlap.
+    wait_for("the drain round's own run", PATIENCE, || {
+        (live_runs(&d, probe).len() == 1).then_some(())
+    });
+    scratch.touch("quit");
+    assert_eq!(d.wait_code(), 0, "{}", d.stderr());
+}
+
 #[test]
 fn task_protection_follows_a_drain_command() {
     let scratch = Scratch::new("protect-exec");
