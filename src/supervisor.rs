@@ -165,6 +165,10 @@ struct Supervisor<'a> {
     /// The signal being handled, until it was forwarded or handled: a
     /// panic of the loop leaves it to the fallback.
     in_hand: Option<Received>,
+    /// After a panic of the loop: the deadline the fallback still keeps,
+    /// and whether it already sent SIGKILL.
+    fallback_deadline: Option<Instant>,
+    fallback_killed: bool,
     /// With `--notify`: what the reader thread hands over, and its address.
     notify: Option<(notify::Inbox, std::ffi::OsString)>,
     /// The readiness now being fed came from the app's notify word.
@@ -250,6 +254,8 @@ pub fn run(
         stop_wall: None,
         protect_round: (Vec::new(), 0),
         in_hand: None,
+        fallback_deadline: None,
+        fallback_killed: false,
         notify: None,
         ready_by_word: false,
         stop_to_ready_word_ms: None,
@@ -376,9 +382,9 @@ impl Supervisor<'_> {
         })
     }
 
-    /// After a panic of the loop: forward what others send, reap, and end
-    /// with the child's status. No timers, no requests, nothing that could
-    /// fail the same way again.
+    /// After a panic of the loop: forward what others send, reap, keep the
+    /// deadline, and end with the child's status. One timer (the deadline),
+    /// no requests, nothing that could fail the same way again.
     fn fallback_loop(&mut self) -> Outcome {
         if let Some(outcome) = self.outcome {
             return outcome;
@@ -402,15 +408,47 @@ impl Supervisor<'_> {
         // them now (a hook first, so the app's signal does not wait on it).
         self.kill_runs("the event loop failed");
         let mut sent = None;
-        if let Some(stop) = self.timeline.stop().filter(|s| !s.signalled) {
-            self.forward(stop.signal);
-            sent = Some(stop.signal);
+        if let Some(stop) = self.timeline.stop() {
+            // The stop's deadline (extensions included) still holds.
+            self.fallback_deadline = stop.deadline;
+            if !stop.signalled {
+                self.forward(stop.signal);
+                sent = Some(stop.signal);
+            }
         }
         if let Some(received) = self.in_hand.take() {
             if received.from_outside() && sent != Some(received.signo) {
-                self.forward(received.signo);
+                self.fallback_forward(received);
             }
         }
+    }
+
+    /// Forwards a signal in the fallback; a stop signal with no stop under
+    /// way starts the deadline (`--grace`), as the timeline would have.
+    fn fallback_forward(&mut self, received: Received) {
+        if self.fallback_deadline.is_none() && self.config.stop_signals.contains(&received.signo) {
+            self.fallback_deadline = self.config.grace.map(|g| Instant::now() + g);
+            // The exit report says what stopped the run.
+            self.summary
+                .stop_trigger
+                .get_or_insert(Trigger::Signal(received.signo));
+        }
+        self.forward(received.signo);
+    }
+
+    /// The fallback's deadline passed: SIGKILL to the child's group and to
+    /// the child, once. None to go on waiting for the child; an outcome
+    /// when, as PID 1, the kill failed (exiting ends the namespace).
+    fn fallback_kill(&mut self) -> Option<Outcome> {
+        self.fallback_killed = true;
+        error!("deadline reached after the event loop failed; sending SIGKILL to the child's process group");
+        // SAFETY: kill has no memory effects; the child is not reaped yet
+        // (this loop reaps, and checks the child's status first).
+        let failed = unsafe {
+            libc::kill(-self.pid, libc::SIGKILL);
+            libc::kill(self.pid, libc::SIGKILL) != 0
+        };
+        (failed && std::process::id() == 1).then_some(Outcome::Deadline)
     }
 
     /// The fallback's turns: forward, reap, end with the child's status.
@@ -418,6 +456,9 @@ impl Supervisor<'_> {
         loop {
             if let Some(ended) = self.summary.child_status {
                 error!("main child ended ({ended:?}) after the event loop failed; exiting");
+                if self.fallback_killed {
+                    return Outcome::Deadline;
+                }
                 return child_outcome(ended);
             }
             let reaped = reaper::reap_all();
@@ -440,13 +481,22 @@ impl Supervisor<'_> {
                 error!("the main child is gone and its status is lost; exiting");
                 return Outcome::Signaled(libc::SIGKILL);
             }
-            let Some(received) = self.signals.wait(None) else {
+            let deadline = self.fallback_deadline.filter(|_| !self.fallback_killed);
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                if let Some(outcome) = self.fallback_kill() {
+                    return outcome;
+                }
+                continue;
+            }
+            let timeout = deadline.map(|d| d.saturating_duration_since(now));
+            let Some(received) = self.signals.wait(timeout) else {
                 continue;
             };
             if received.signo != libc::SIGCHLD {
                 crate::fault::point("fallback");
                 if received.from_outside() {
-                    self.forward(received.signo);
+                    self.fallback_forward(received);
                 }
             }
         }

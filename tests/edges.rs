@@ -432,6 +432,38 @@ fn a_panic_of_the_event_loop_keeps_the_signal_it_was_handling() {
 }
 
 #[test]
+fn a_panic_of_the_event_loop_keeps_the_deadline() {
+    // TERM trips the fault point; the fallback forwards it, and the app,
+    // which ignores it, must still be killed at the 2 s deadline: the
+    // operator's promise is an exit before the platform's own SIGKILL.
+    let scratch = Scratch::new("loop-panic-deadline");
+    let report = scratch.file("report.json");
+    let mut d = drainit(["--grace", "2s", "--exit-report", path_str(&report)])
+        .binary(&built(Build::StaticFaults))
+        .env("DRAINIT_TEST_FAULT", "event_loop")
+        .with_args(sh(
+            &scratch,
+            "trap 'touch \"$D/term\"' TERM; touch \"$D/ready\"; while :; do sleep 0.05; done",
+        ))
+        .start();
+    scratch.wait_file("ready");
+    let sent = Instant::now();
+    d.signal(libc::SIGTERM);
+    scratch.wait_file("term");
+    let status = d.wait_status(PATIENCE);
+    let took = sent.elapsed();
+    assert_eq!(status.code(), Some(124), "{}", d.stderr());
+    // At the deadline, not before it (1 s of tolerance on a loaded machine
+    // above it, none below: the deadline is measured from before TERM).
+    assert!(took >= Duration::from_millis(1950), "killed after {took:?}");
+    assert!(took < Duration::from_secs(10), "killed after {took:?}");
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(r["outcome"], "deadline", "{r}");
+    assert_eq!(r["stop_signal"], "SIGTERM", "{r}");
+}
+
+#[test]
 fn a_panic_inside_the_fallback_restarts_it() {
     let scratch = Scratch::new("fallback-panic");
     let mut d = drainit(["--grace", "30s"])
