@@ -3,31 +3,35 @@
 # aarch64, named as users expect, a SHA256SUMS file, and (with --image) one
 # `FROM scratch` image per architecture holding only /drainit.
 #
-#   scripts/release.sh [--out DIR] [--target-dir DIR] [--image NAME] [--verify]
+#   scripts/release.sh [--out DIR] [--target-dir DIR] [--image NAME] [--verify] [--allow-dirty]
 #
 #   --out DIR         where the artifacts go (default: dist)
 #   --target-dir DIR  cargo's target dir, emptied first (default: target/dist)
 #   --image NAME      also build NAME:<version>-amd64 and NAME:<version>-arm64
 #   --verify          build everything a second time into another fresh
 #                     target dir and fail unless the bytes are identical
+#   --allow-dirty     build even with uncommitted changes (the binaries then
+#                     name a commit they do not match: not for release)
 #
 # Needs: rustup targets x86_64-unknown-linux-musl and aarch64-unknown-linux-musl
 # (the arm64 build links with the toolchain's own rust-lld, see
 # .cargo/config.toml), sha256sum, and a Docker engine for --image.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root=$PWD
+root=$(pwd -P)
 
 out=dist
 target_dir=target/dist
 image=
 verify=
+allow_dirty=
 while [ $# -gt 0 ]; do
   case $1 in
     --out) out=$2; shift 2 ;;
     --target-dir) target_dir=$2; shift 2 ;;
     --image) image=$2; shift 2 ;;
     --verify) verify=1; shift ;;
+    --allow-dirty) allow_dirty=1; shift ;;
     *) echo "release.sh: unknown argument $1 (see the comment at the top)" >&2; exit 2 ;;
   esac
 done
@@ -40,7 +44,11 @@ targets=(
 
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -1)
 if [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
-  echo "release.sh: warning: the checkout has uncommitted changes; --version names HEAD anyway" >&2
+  if [ -z "$allow_dirty" ]; then
+    echo "release.sh: the checkout has uncommitted changes, and --version would name HEAD anyway; commit them (or pass --allow-dirty for a build that is not a release)" >&2
+    exit 1
+  fi
+  echo "release.sh: warning: uncommitted changes; --version names HEAD anyway" >&2
 fi
 
 # Reproducible bytes: nothing of this machine may end up in the binary.
@@ -48,11 +56,11 @@ fi
 # renamed to fixed prefixes (std's are /rustc/<hash> already). This replaces
 # .cargo/config.toml's rustflags, so its settings (non-PIE, identical code
 # folding) are repeated here.
-cargo_home=${CARGO_HOME:-$HOME/.cargo}
-flags=(-C relocation-model=static -C link-arg=--icf=all "--remap-path-prefix=$root=/drainit")
-for index in "$cargo_home"/registry/src/*; do
-  [ -d "$index" ] && flags+=("--remap-path-prefix=$index=/crates")
-done
+cargo_home=$(cd "${CARGO_HOME:-$HOME/.cargo}" && pwd -P)
+# The whole cargo home, not its registry folders: on a fresh machine those
+# do not exist until the build downloads the crates.
+flags=(-C relocation-model=static -C link-arg=--icf=all "--remap-path-prefix=$root=/drainit"
+  "--remap-path-prefix=$cargo_home=/cargo")
 CARGO_ENCODED_RUSTFLAGS=$(IFS=$'\x1f'; echo "${flags[*]}")
 export CARGO_ENCODED_RUSTFLAGS
 unset RUSTFLAGS
@@ -67,6 +75,8 @@ build_all() { # target dir, output dir
     cp "$dir/$triple/release/drainit" "$dest/$name"
   done
   (cd "$dest" && sha256sum drainit-* >SHA256SUMS)
+  # What built them: the same commit and toolchain give the same bytes.
+  rustc -vV >"$dest/TOOLCHAIN"
 }
 
 # Same commit + same toolchain = same bytes: say which toolchain this was.

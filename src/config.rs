@@ -722,6 +722,22 @@ impl Config {
             (_, Some(setting)) => Some(setting.parse(parse_url)?),
             (EcsMode::Auto, None) => None,
         };
+        // Checked whether or not protection is on: a bad value is a
+        // mistake even where it has no effect yet.
+        let protect_interval = env
+            .value(
+                raw.protect_interval.clone(),
+                "protect-interval",
+                parse_ecs_interval,
+            )?
+            .unwrap_or(Duration::from_secs(10));
+        let protect_minutes = env
+            .value(
+                raw.protect_minutes.clone(),
+                "protect-minutes",
+                parse_protect_minutes,
+            )?
+            .unwrap_or(60);
         let protect = if env.flag(raw.protect, "ecs-protect")? {
             if mode == EcsMode::Off {
                 return Err(UsageError(
@@ -744,20 +760,8 @@ impl Config {
                 parse_url(&agent_uri).map_err(|e| invalid(&agent_uri, "ECS_AGENT_URI", &e))?;
             Some(ProtectConfig {
                 agent_uri,
-                interval: env
-                    .value(
-                        raw.protect_interval.clone(),
-                        "protect-interval",
-                        parse_ecs_interval,
-                    )?
-                    .unwrap_or(Duration::from_secs(10)),
-                minutes: env
-                    .value(
-                        raw.protect_minutes.clone(),
-                        "protect-minutes",
-                        parse_protect_minutes,
-                    )?
-                    .unwrap_or(60),
+                interval: protect_interval,
+                minutes: protect_minutes,
             })
         } else {
             None
@@ -1211,6 +1215,13 @@ mod tests {
         assert!(err.0.contains("ECS_AGENT_URI"), "{err}");
         let err = parse_with(&["x"], &[("ECS_CONTAINER_METADATA_URI_V4", "unix:/x")]).unwrap_err();
         assert!(err.0.contains("ECS_CONTAINER_METADATA_URI_V4"), "{err}");
+        // Bad values are refused even where protection is off.
+        let err = parse_with(&["--protect-minutes", "0", "x"], &[]).unwrap_err();
+        assert!(err.0.contains("--protect-minutes"), "{err}");
+        let err = parse_with(&["--protect-interval", "zz", "x"], &[]).unwrap_err();
+        assert!(err.0.contains("--protect-interval"), "{err}");
+        let err = parse_with(&["x"], &[("DRAINIT_PROTECT_MINUTES", "0")]).unwrap_err();
+        assert!(err.0.contains("DRAINIT_PROTECT_MINUTES"), "{err}");
     }
 
     #[test]

@@ -63,13 +63,26 @@ fn engine_available() -> bool {
     })
 }
 
+/// The PID namespace this run lives in (its inode number): a PID means
+/// something only there. Runs in other containers that share the engine
+/// have other namespaces, and their leftovers are not ours to judge.
+fn pid_namespace() -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self/ns/pid").map_or(0, |m| m.ino())
+}
+
+/// What names this run's images and containers: `<pid>.<namespace>`.
+fn run_id() -> String {
+    format!("{}.{}", std::process::id(), pid_namespace())
+}
+
 /// A tag no other run (on this engine, now or later) uses.
 fn unique_tag(repository: &str) -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_nanos();
-    format!("{repository}:{}-{nanos}", std::process::id())
+    format!("{repository}:{}-{nanos}", run_id())
 }
 
 /// Images this run built: removed when the test binary exits. Statics are
@@ -106,15 +119,17 @@ fn build_image(tag: &str, context: &Path, dockerfile: Option<&Path>) {
 }
 
 /// Removes what earlier runs left behind when they were killed before their
-/// clean-up ran: images and containers named after a test process that no
-/// longer exists (names carry the creating test's PID).
+/// clean-up ran: images and containers named after a test process of this
+/// PID namespace that no longer exists (names carry `<pid>.<namespace>`).
 fn sweep_leftovers_of_dead_runs() {
+    let ours = pid_namespace();
     let dead = |name: &str, prefix: &str| {
-        let pid = name
+        let id = name
             .strip_prefix(prefix)
             .and_then(|rest| rest.split('-').next())
-            .and_then(|pid| pid.parse::<u32>().ok());
-        pid.is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+            .and_then(|id| id.split_once('.'))
+            .and_then(|(pid, ns)| Some((pid.parse::<u32>().ok()?, ns.parse::<u64>().ok()?)));
+        id.is_some_and(|(pid, ns)| ns == ours && !Path::new(&format!("/proc/{pid}")).exists())
     };
     let images = docker_ok(&["images", "--format", "{{.Repository}}:{{.Tag}}"]);
     for image in images.lines() {
@@ -239,7 +254,7 @@ impl Container {
     /// `docker run -d [options] IMAGE args...`
     fn run_with(test: &str, options: &[&str], image: &str, args: &[&str]) -> Container {
         let c = Container {
-            name: format!("drainit-test-{}-{test}", std::process::id()),
+            name: format!("drainit-test-{}-{test}", run_id()),
         };
         let _ = docker(&["rm", "-f", &c.name]);
         let mut all = vec!["run", "-d", "--name", &c.name];
@@ -553,7 +568,7 @@ fn a_container_that_fails_to_start_is_removed() {
         return;
     }
     let image = image(); // a failed build must fail the test, not pass it
-    let name = format!("drainit-test-{}-nostart", std::process::id());
+    let name = format!("drainit-test-{}-nostart", run_id());
     // The runtime creates the container, then fails to start it.
     let result = std::panic::catch_unwind(|| {
         Container::run_with("nostart", &["--entrypoint", "/no/such/init"], image, &[])
@@ -573,18 +588,25 @@ fn leftovers_of_a_killed_run_are_swept() {
     let mut gone = Command::new("true").spawn().unwrap();
     let pid = gone.id();
     gone.wait().unwrap();
-    let name = format!("drainit-test-{pid}-leftover");
-    let tag = format!("drainit-test:{pid}-1");
+    let ns = pid_namespace();
+    let name = format!("drainit-test-{pid}.{ns}-leftover");
+    let tag = format!("drainit-test:{pid}.{ns}-1");
+    // The same dead PID from another PID namespace is another run's.
+    let foreign = format!("drainit-test:{pid}.{}-1", ns + 1);
     docker_ok(&["create", "--name", &name, image]);
     docker_ok(&["tag", image, &tag]);
+    docker_ok(&["tag", image, &foreign]);
     sweep_leftovers_of_dead_runs();
     let left = docker_ok(&["ps", "-a", "-q", "--filter", &format!("name=^{name}$")]);
     let tags = docker_ok(&["images", "-q", &tag]);
+    let foreign_kept = docker_ok(&["images", "-q", &foreign]);
     // Clean up even if the sweep missed them, then judge.
     let _ = docker(&["rm", "-f", &name]);
     let _ = docker(&["rmi", &tag]);
+    let _ = docker(&["rmi", &foreign]);
     assert_eq!(left, "", "the leftover container was not removed");
     assert_eq!(tags, "", "the leftover image tag was not removed");
+    assert_ne!(foreign_kept, "", "another namespace's image was removed");
     // This run's own image is alive and untouched.
     docker_ok(&["image", "inspect", "-f", "{{.Id}}", image]);
 }
