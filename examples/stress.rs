@@ -4,7 +4,8 @@
 //!   child that forks a grandchild and exits at once; the grandchild exits
 //!   too and is re-parented to PID 1 as a zombie), then waits until no
 //!   zombie is left in its /proc and prints `burst_ms reap_ms`.
-//! - `stress sigrecv`: blocks every catchable signal, prints `ready`, then
+//! - `stress sigrecv`: blocks every catchable signal (the C library's
+//!   reserved numbers 32 to SIGRTMIN-1 included), prints `ready`, then
 //!   for each signal it takes prints `SIGNO MONOTONIC_NS`; exits 0 on TERM.
 //!
 //! It needs no other program, so it also runs in a `FROM scratch` image.
@@ -81,7 +82,20 @@ fn sigrecv() {
         let mut set: libc::sigset_t = std::mem::zeroed();
         // Fault signals too: a real fault here would still be forced through.
         libc::sigfillset(&mut set);
-        libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        // And the C library's reserved numbers (32 to SIGRTMIN-1), which
+        // sigfillset leaves out: bits 31.. of the kernel's 64-bit set, set
+        // directly and blocked with the raw call (glibc's drops them).
+        let first = &mut set as *mut libc::sigset_t as *mut u64;
+        for signo in 32..libc::SIGRTMIN() {
+            *first |= 1u64 << (signo - 1);
+        }
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_BLOCK,
+            &set as *const libc::sigset_t,
+            std::ptr::null_mut::<libc::sigset_t>(),
+            8usize,
+        );
         set
     };
     let mut out = std::io::stdout().lock();

@@ -223,21 +223,70 @@ pub struct Inherited {
 
 static INHERITED: OnceLock<Inherited> = OnceLock::new();
 
-/// Every signal drainit takes in its loop: all but the two uncatchable ones.
+/// Every signal drainit takes in its loop: all but the two uncatchable ones,
+/// the C library's reserved numbers (32 to SIGRTMIN-1) included. Left
+/// unblocked, those would end a drainit that is not PID 1 by their default
+/// action (`kill -33`); blocked and waited on, they are forwarded like any
+/// other. drainit never uses what the C library reserves them for (thread
+/// cancellation, set*id across threads, SIGEV_THREAD timers).
 fn handled_set() -> libc::sigset_t {
-    // SAFETY: sigemptyset/sigaddset only write into the set we own; numbers
-    // the C library reserves for itself (32, 33 on glibc) are refused with
-    // EINVAL, which is what we want.
+    // SAFETY: sigemptyset/sigaddset only write into the set we own; the
+    // reserved numbers, which `sigaddset` refuses, are set bit by bit.
     unsafe {
         let mut set = MaybeUninit::<libc::sigset_t>::zeroed();
         libc::sigemptyset(set.as_mut_ptr());
+        let mut set = set.assume_init();
         for signo in 1..=rtmax() {
-            if !UNCATCHABLE.contains(&signo) {
-                libc::sigaddset(set.as_mut_ptr(), signo);
+            if (32..rtmin()).contains(&signo) {
+                add_raw(&mut set, signo as usize);
+            } else if !UNCATCHABLE.contains(&signo) {
+                libc::sigaddset(&mut set, signo);
             }
         }
-        set.assume_init()
+        set
     }
+}
+
+/// Sets signal `signo` in `set`, bypassing `sigaddset` (which refuses the C
+/// library's reserved numbers). Signal N is bit (N-1) % W of word
+/// (N-1) / W, W the width of an unsigned long, as both C libraries lay it
+/// out (so 32-bit targets work too).
+pub(crate) fn add_raw(set: &mut libc::sigset_t, signo: usize) {
+    let words = std::mem::size_of::<libc::sigset_t>() / std::mem::size_of::<libc::c_ulong>();
+    let base = set as *mut libc::sigset_t as *mut libc::c_ulong;
+    let (word, bit) = (
+        (signo - 1) / libc::c_ulong::BITS as usize,
+        (signo - 1) % libc::c_ulong::BITS as usize,
+    );
+    if word < words {
+        // SAFETY: on both C libraries sigset_t is an array of unsigned longs
+        // (so aligned for them), and `word` is inside it (checked above).
+        unsafe { *base.add(word) |= 1 << bit };
+    }
+}
+
+/// Blocks every handled signal again, the reserved numbers included, after
+/// a C library call that may have unblocked those (see `spawn`).
+pub(crate) fn block_handled() {
+    let _ = raw_sigprocmask(libc::SIG_BLOCK, &handled_set(), std::ptr::null_mut());
+}
+
+/// The signal mask call of the kernel itself: the C libraries' wrappers
+/// quietly drop their reserved numbers from the set (glibc does).
+/// `rt_sigprocmask` takes the kernel's set size, 8 bytes, a prefix of the
+/// C library's larger `sigset_t` on Linux.
+pub(crate) fn raw_sigprocmask(
+    how: libc::c_int,
+    set: *const libc::sigset_t,
+    old: *mut libc::sigset_t,
+) -> io::Result<()> {
+    // SAFETY: the kernel reads 8 bytes of `set` and writes 8 of `old` (when
+    // not null); both point to whole sigset_t values, which are larger.
+    let rc = unsafe { libc::syscall(libc::SYS_rt_sigprocmask, how, set, old, 8usize) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Captures the inherited signal state and blocks every handled signal.
@@ -251,7 +300,9 @@ pub fn capture_and_block() {
     // SAFETY: plain libc calls on stack values; single-threaded at this point.
     unsafe {
         let mut old = MaybeUninit::<libc::sigset_t>::zeroed();
-        libc::sigprocmask(libc::SIG_BLOCK, &handled, old.as_mut_ptr());
+        // The kernel's own call, reserved numbers included; the old mask is
+        // the kernel's whole truth, which the child gets back.
+        let _ = raw_sigprocmask(libc::SIG_BLOCK, &handled, old.as_mut_ptr());
         let mut actions =
             [(0, MaybeUninit::<libc::sigaction>::zeroed().assume_init()); RESTORED_IN_CHILD.len()];
         for (slot, &signo) in actions.iter_mut().zip(RESTORED_IN_CHILD.iter()) {
@@ -373,9 +424,8 @@ impl Inherited {
                     return Err(io::Error::last_os_error());
                 }
             }
-            if libc::sigprocmask(libc::SIG_SETMASK, &self.mask, std::ptr::null_mut()) != 0 {
-                return Err(io::Error::last_os_error());
-            }
+            // Exactly the inherited mask, the C library's numbers included.
+            raw_sigprocmask(libc::SIG_SETMASK, &self.mask, std::ptr::null_mut())?;
         }
         Ok(())
     }
@@ -510,11 +560,21 @@ mod tests {
     fn every_catchable_signal_is_waited_on() {
         let set = handled_set();
         for signo in 1..=rtmax() {
-            if (32..rtmin()).contains(&signo) {
-                continue; // the C library's own
-            }
-            // SAFETY: reads a set we own.
-            let member = unsafe { libc::sigismember(&set, signo) } == 1;
+            // The C library's own numbers are waited on too; `sigismember`
+            // refuses them, so their bits are read directly.
+            let member = if (32..rtmin()).contains(&signo) {
+                let mut one: libc::sigset_t = unsafe { std::mem::zeroed() };
+                add_raw(&mut one, signo as usize);
+                let bytes = |s: &libc::sigset_t| -> u64 {
+                    // SAFETY: the first 8 bytes of a sigset_t, the kernel's set.
+                    unsafe { *(s as *const libc::sigset_t as *const u64) }
+                };
+                bytes(&set) & bytes(&one) != 0
+            } else {
+                // SAFETY: reads a set we own.
+                let member = unsafe { libc::sigismember(&set, signo) };
+                member == 1
+            };
             assert_eq!(
                 member,
                 !UNCATCHABLE.contains(&signo),

@@ -83,8 +83,12 @@ fn find_program(name: &str, path: &str) -> Result<PathBuf, String> {
 }
 
 /// Starts `cmd` in its own process group (pgid = its pid), stdin from
-/// /dev/null, stdout and stderr to drainit's stderr. The signal mask and
-/// dispositions are reset by the standard library. The reaper collects it.
+/// /dev/null, stdout and stderr to drainit's stderr, with a clean signal
+/// state: an empty mask and SIGPIPE at its default. The standard library
+/// does neither (measured: a command inherited drainit's full mask, and
+/// glibc's `posix_spawn`, which it uses, set 32 and 33 to SIG_IGN), so the
+/// start goes through fork and exec with a step of our own. The reaper
+/// collects it.
 pub fn start(cmd: &Cmd) -> io::Result<i32> {
     let mut command = std::process::Command::new(&cmd.program);
     command
@@ -94,6 +98,17 @@ pub fn start(cmd: &Cmd) -> io::Result<i32> {
         .stdin(Stdio::null())
         .stdout(io::stderr())
         .stderr(io::stderr());
+    // SAFETY: runs between fork and exec and makes only async-signal-safe
+    // calls (sigemptyset, rt_sigprocmask, signal).
+    unsafe {
+        command.pre_exec(|| {
+            let mut none: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut none);
+            crate::signals::raw_sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut())?;
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            Ok(())
+        });
+    }
     // Dropping the handle neither waits nor kills: the reaper owns it.
     Ok(command.spawn()?.id() as i32)
 }

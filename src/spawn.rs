@@ -9,7 +9,7 @@ use std::os::unix::process::CommandExt;
 use std::process::Command;
 
 use crate::exit::SpawnFailure;
-use crate::signals::Inherited;
+use crate::signals::{add_raw, Inherited};
 
 /// A child that could not be started, with the OS error for the log.
 #[derive(Debug)]
@@ -105,6 +105,10 @@ fn spawn_posix(
         libc::posix_spawnattr_destroy(&mut attr);
         rc
     };
+    // musl's posix_spawn restores the caller's mask through
+    // `pthread_sigmask`, which drops the reserved numbers (32-34) from the
+    // mask it saved: block them again, or a `kill -33` would end drainit.
+    crate::signals::block_handled();
     if rc != 0 {
         return Err(spawn_error(io::Error::from_raw_os_error(rc)));
     }
@@ -122,9 +126,8 @@ extern "C" {
 /// at start-up (measured: glibc 2.36 and the static musl build keep an
 /// inherited SIG_IGN), so drainit can read what it inherited and passes
 /// exactly that on: default unless it inherited SIG_IGN, as fork+exec does.
-/// `sigaddset` refuses these numbers, so the bits are set directly: signal
-/// N is bit (N-1) % W of word (N-1) / W, W the width of an unsigned long,
-/// as the C libraries lay it out (so 32-bit targets work too).
+/// `sigaddset` refuses these numbers, so the bits are set directly
+/// (`signals::add_raw`).
 const _: () = assert!(std::mem::size_of::<libc::sigset_t>() >= 8);
 
 fn with_libc_internals(mut set: libc::sigset_t) -> libc::sigset_t {
@@ -134,20 +137,6 @@ fn with_libc_internals(mut set: libc::sigset_t) -> libc::sigset_t {
         }
     }
     set
-}
-
-/// Sets signal `signo` (32 or 33) in `set`, bypassing `sigaddset`.
-fn add_raw(set: &mut libc::sigset_t, signo: usize) {
-    let words = std::mem::size_of::<libc::sigset_t>() / std::mem::size_of::<libc::c_ulong>();
-    let base = set as *mut libc::sigset_t as *mut libc::c_ulong;
-    let (word, bit) = (
-        (signo - 1) / libc::c_ulong::BITS as usize,
-        (signo - 1) % libc::c_ulong::BITS as usize,
-    );
-    assert!(word < words);
-    // SAFETY: on both C libraries sigset_t is an array of unsigned longs
-    // (so aligned for them), and `word` is inside it (checked above).
-    unsafe { *base.add(word) |= 1 << bit };
 }
 
 /// The signal's disposition is SIG_IGN, asked of the kernel directly: the

@@ -483,7 +483,16 @@ fn idle_drainit_makes_no_wakeups() {
             .unwrap();
         (v, n)
     };
-    let before = switches(d.pid());
+    // Settled first: start-up (its last log line, the first wait) may still
+    // be under way when the child has exec'd. Settled = no switch for 300 ms.
+    let mut last = switches(d.pid());
+    let before = wait_for("drainit to settle", PATIENCE, || {
+        std::thread::sleep(Duration::from_millis(300));
+        let now = switches(d.pid());
+        let settled = now.0 == last.0;
+        last = now;
+        settled.then_some(now)
+    });
     // A measurement window, not a synchronisation: tini would wake 3 times.
     std::thread::sleep(Duration::from_secs(3));
     let after = switches(d.pid());

@@ -94,6 +94,32 @@ fn fault_signals_reach_the_child_twice(pid1: bool) {
     }
 }
 
+/// 32 to SIGRTMIN-1 for drainit's C library: 32 and 33 with glibc, 32 to
+/// 34 with musl. `kill -33` once ended a drainit that was not PID 1.
+fn reserved_signals_reach_the_child(pid1: bool) {
+    for binary in builds() {
+        let mut r = Receiver::start(&binary, pid1, &[]);
+        for signo in [32, 33, 34] {
+            // Real-time signals queue: each copy arrives.
+            r.send_and_see(signo, 1);
+            r.send_and_see(signo, 2);
+        }
+        assert!(r.drainit.try_code().is_none(), "drainit ended");
+        r.send_and_see(libc::SIGUSR1, 1);
+        r.finish();
+    }
+}
+
+#[test]
+fn the_c_librarys_reserved_signals_are_forwarded_as_subreaper() {
+    reserved_signals_reach_the_child(false);
+}
+
+#[test]
+fn the_c_librarys_reserved_signals_are_forwarded_as_pid1() {
+    reserved_signals_reach_the_child(true);
+}
+
 #[test]
 fn fault_signals_sent_by_another_process_are_forwarded_as_pid1() {
     fault_signals_reach_the_child_twice(true);

@@ -78,7 +78,8 @@ fn a_stop_hook_command_runs_before_the_app_gets_its_signal() {
     let scratch = Scratch::new("stop-exec");
     let hook = in_dir(
         &scratch,
-        "echo from-hook > \"$D/hook\"; echo hook-output >&2",
+        "echo from-hook > \"$D/hook\"; echo hook-output >&2; \
+         grep ^SigBlk /proc/self/status > \"$D/mask\"",
     );
     // The app tells whether the hook's file was there when TERM came. It
     // spins (briefly) rather than sleep: no process of its own is left to
@@ -94,6 +95,12 @@ fn a_stop_hook_command_runs_before_the_app_gets_its_signal() {
     assert_eq!(d.wait_code(), 0, "{}", d.stderr());
     assert_eq!(scratch.read("seen").trim(), "from-hook");
     assert!(d.stderr().contains("hook-output"), "hook output on stderr");
+    // A clean mask, not drainit's (which blocks every signal).
+    assert_eq!(
+        scratch.read("mask").split_whitespace().nth(1),
+        Some("0000000000000000"),
+        "the hook's blocked signals"
+    );
     let r = report(&scratch);
     assert_eq!(r["outcome"], "exited");
     assert_eq!(r["orphans_reaped"], 0, "the hook is no orphan: {r}");
