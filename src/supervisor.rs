@@ -179,6 +179,10 @@ struct Supervisor<'a> {
     said_extend: Option<Instant>,
     /// An early readiness word was already reported (once is enough).
     said_notify_ignored: bool,
+    /// The errors of failed forwards already logged (a few errno values).
+    forward_failures: Vec<i32>,
+    /// The stop signal was handed to `forward` (not just decided).
+    stop_signal_sent: bool,
 }
 
 /// Starts the child and supervises it until the run is over.
@@ -261,6 +265,8 @@ pub fn run(
         stop_to_ready_word_ms: None,
         said_extend: None,
         said_notify_ignored: false,
+        forward_failures: Vec::new(),
+        stop_signal_sent: false,
     };
     if let (Some(socket), Some(n)) = (socket, &config.notify) {
         let inbox = notify::Inbox::default();
@@ -411,7 +417,7 @@ impl Supervisor<'_> {
         if let Some(stop) = self.timeline.stop() {
             // The stop's deadline (extensions included) still holds.
             self.fallback_deadline = stop.deadline;
-            if !stop.signalled {
+            if !self.stop_signal_sent {
                 self.forward(stop.signal);
                 sent = Some(stop.signal);
             }
@@ -1212,6 +1218,11 @@ impl Supervisor<'_> {
         if self.in_hand.is_some_and(|r| r.signo == signo) {
             self.in_hand = None;
         }
+        // What the fallback goes by: the stop signal really went out (the
+        // timeline marks it signalled before this action runs).
+        if self.timeline.stop().is_some_and(|s| s.signal == signo) {
+            self.stop_signal_sent = true;
+        }
         if !self.timeline.child_alive() {
             return;
         }
@@ -1229,14 +1240,20 @@ impl Supervisor<'_> {
         // (the reaper runs on this same thread and updates the phase).
         if unsafe { libc::kill(target, sent) } != 0 {
             // tini exits on EPERM here, throwing away the platform's grace
-            // period; a failed forward is only worth a warning.
-            warn!(
-                "forwarding {} to {} {}: {}",
-                signal_name(sent),
-                if target < 0 { "process group" } else { "pid" },
-                pid,
-                io::Error::last_os_error()
-            );
+            // period; a failed forward is only worth a warning, once per
+            // kind of failure: a storm of signals must not become a storm
+            // of log lines.
+            let error = io::Error::last_os_error();
+            let errno = error.raw_os_error().unwrap_or(0);
+            if !self.forward_failures.contains(&errno) {
+                self.forward_failures.push(errno);
+                warn!(
+                    "forwarding {} to {} {}: {error} (said once for this error)",
+                    signal_name(sent),
+                    if target < 0 { "process group" } else { "pid" },
+                    pid,
+                );
+            }
         }
     }
 }
