@@ -34,6 +34,19 @@ pub fn spawn_thread(
     std::thread::Builder::new()
         .name(name.into())
         .stack_size(stack_size)
-        .spawn(work)
-        .map(drop)
+        .spawn(move || {
+            // Both C libraries unblock their own signals (32-34) in a new
+            // thread, whatever its creator blocked: block them again, or a
+            // `kill -33` sent to drainit could land here and end it (or be
+            // lost). Nothing in drainit may call set*id from a thread:
+            // glibc would wait on 33 for every thread.
+            crate::signals::block_handled();
+            work()
+        })
+        .map(|_| {
+            // glibc unblocks 32 and 33 in the creating thread too, the first
+            // time any thread is created (and installs its set*id handler
+            // on 33): block them again here.
+            crate::signals::block_handled();
+        })
 }

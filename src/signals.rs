@@ -338,6 +338,11 @@ pub fn install() -> io::Result<(Handled, &'static Inherited)> {
         // binary); keeps the invariant that handled signals are blocked.
         capture_and_block();
     }
+    // musl's `sigaction` unblocks its own signals (33, 34) the first time
+    // a handler is installed, which the Rust runtime does before `main`
+    // (its SIGSEGV/SIGBUS guard): block them again, now for good on this
+    // thread.
+    block_handled();
     let inherited = INHERITED
         .get()
         .ok_or_else(|| io::Error::other("signal state was not captured"))?;
@@ -392,6 +397,19 @@ impl Inherited {
     /// The mask drainit inherited, which the child starts with.
     pub fn mask(&self) -> &libc::sigset_t {
         &self.mask
+    }
+
+    /// drainit was started with one of the C library's own signals
+    /// (32 to SIGRTMIN-1) blocked. glibc's `posix_spawn` cannot pass that
+    /// on (it sets the child's mask through its filtering wrapper).
+    pub fn blocks_reserved(&self) -> bool {
+        let mut reserved: libc::sigset_t = unsafe { std::mem::zeroed() };
+        for signo in 32..rtmin() {
+            add_raw(&mut reserved, signo as usize);
+        }
+        // SAFETY: the first 8 bytes of a sigset_t are the kernel's set.
+        let word = |s: &libc::sigset_t| unsafe { *(s as *const libc::sigset_t as *const u64) };
+        word(&self.mask) & word(&reserved) != 0
     }
 
     /// Signals whose inherited disposition was SIG_DFL among those drainit

@@ -43,7 +43,9 @@ pub fn spawn(
     // SAFETY: isatty only inspects fd 0.
     let tty = unsafe { libc::isatty(libc::STDIN_FILENO) } == 1;
     match inherited.spawn_defaults() {
-        Some(defaults) if !tty => spawn_posix(program, args, inherited, &defaults),
+        Some(defaults) if !tty && !inherited.blocks_reserved() => {
+            spawn_posix(program, args, inherited, &defaults)
+        }
         _ => spawn_forked(program, args, inherited),
     }
 }

@@ -446,14 +446,16 @@ impl Supervisor<'_> {
     /// the child, once. None to go on waiting for the child; an outcome
     /// when, as PID 1, the kill failed (exiting ends the namespace).
     fn fallback_kill(&mut self) -> Option<Outcome> {
-        self.fallback_killed = true;
-        error!("deadline reached after the event loop failed; sending SIGKILL to the child's process group");
+        // The kill first, the log line last: should logging panic, the
+        // restarted fallback finds the kill done, not skipped.
         // SAFETY: kill has no memory effects; the child is not reaped yet
         // (this loop reaps, and checks the child's status first).
         let failed = unsafe {
             libc::kill(-self.pid, libc::SIGKILL);
             libc::kill(self.pid, libc::SIGKILL) != 0
         };
+        self.fallback_killed = true;
+        error!("deadline reached after the event loop failed; sent SIGKILL to the child's process group");
         (failed && std::process::id() == 1).then_some(Outcome::Deadline)
     }
 

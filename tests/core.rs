@@ -377,6 +377,44 @@ fn child_inherits_the_mask_and_ignored_signals_drainit_inherited() {
     }
 }
 
+#[test]
+fn an_inherited_block_of_signals_32_and_33_reaches_the_child() {
+    // glibc's posix_spawn cannot hand these over (it sets the child's mask
+    // through a wrapper that drops them): drainit then starts the child by
+    // fork and exec. The static build's posix_spawn can.
+    let reserved = (1u64 << 31) | (1u64 << 32);
+    for binary in [DRAINIT.to_string(), built(Build::Static)] {
+        // Not under `unshare`: its own fork clears these (glibc again).
+        let launch = drainit(Vec::<String>::new())
+            .binary(&binary)
+            .not_pid1()
+            .before_exec(move || {
+                set_32_and_33(libc::SIG_DFL)?;
+                // SAFETY: the raw call (glibc's drops these numbers); the
+                // kernel reads 8 bytes of the value.
+                let rc = unsafe {
+                    libc::syscall(
+                        libc::SYS_rt_sigprocmask,
+                        libc::SIG_BLOCK,
+                        &reserved as *const u64,
+                        std::ptr::null_mut::<u64>(),
+                        8usize,
+                    )
+                };
+                if rc != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        let (blocked, _) = inherited_state_test(launch);
+        assert_eq!(
+            u64::from_str_radix(&blocked, 16).unwrap(),
+            reserved,
+            "{binary}: SigBlk {blocked}"
+        );
+    }
+}
+
 /// Sets the C libraries' internal signals 32 and 33 to `handler` (SIG_DFL
 /// or SIG_IGN), which libc's `signal` refuses: the raw system call, between
 /// fork and exec. The test process itself may have them ignored (a glibc
