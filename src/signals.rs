@@ -265,6 +265,15 @@ pub(crate) fn add_raw(set: &mut libc::sigset_t, signo: usize) {
     }
 }
 
+/// Signals 1 to 64 as the kernel sees a set: bit N-1 for signal N (the
+/// first 8 bytes of either C library's `sigset_t`, which is how
+/// `rt_sigprocmask` reads it).
+pub(crate) fn kernel_bits(set: &libc::sigset_t) -> u64 {
+    // SAFETY: a sigset_t is at least 8 bytes (spawn.rs checks it at compile
+    // time); unaligned, since 32-bit targets align it to 4.
+    unsafe { std::ptr::read_unaligned(set as *const libc::sigset_t as *const u64) }
+}
+
 /// Blocks every handled signal again, the reserved numbers included, after
 /// a C library call that may have unblocked those (see `spawn`).
 pub(crate) fn block_handled() {
@@ -403,13 +412,8 @@ impl Inherited {
     /// (32 to SIGRTMIN-1) blocked. glibc's `posix_spawn` cannot pass that
     /// on (it sets the child's mask through its filtering wrapper).
     pub fn blocks_reserved(&self) -> bool {
-        let mut reserved: libc::sigset_t = unsafe { std::mem::zeroed() };
-        for signo in 32..rtmin() {
-            add_raw(&mut reserved, signo as usize);
-        }
-        // SAFETY: the first 8 bytes of a sigset_t are the kernel's set.
-        let word = |s: &libc::sigset_t| unsafe { *(s as *const libc::sigset_t as *const u64) };
-        word(&self.mask) & word(&reserved) != 0
+        let reserved = (32..rtmin()).fold(0u64, |bits, signo| bits | 1 << (signo - 1));
+        kernel_bits(&self.mask) & reserved != 0
     }
 
     /// Signals whose inherited disposition was SIG_DFL among those drainit
@@ -578,21 +582,9 @@ mod tests {
     fn every_catchable_signal_is_waited_on() {
         let set = handled_set();
         for signo in 1..=rtmax() {
-            // The C library's own numbers are waited on too; `sigismember`
-            // refuses them, so their bits are read directly.
-            let member = if (32..rtmin()).contains(&signo) {
-                let mut one: libc::sigset_t = unsafe { std::mem::zeroed() };
-                add_raw(&mut one, signo as usize);
-                let bytes = |s: &libc::sigset_t| -> u64 {
-                    // SAFETY: the first 8 bytes of a sigset_t, the kernel's set.
-                    unsafe { *(s as *const libc::sigset_t as *const u64) }
-                };
-                bytes(&set) & bytes(&one) != 0
-            } else {
-                // SAFETY: reads a set we own.
-                let member = unsafe { libc::sigismember(&set, signo) };
-                member == 1
-            };
+            // The C library's own numbers included, which `sigismember`
+            // refuses: the kernel's bits are read directly.
+            let member = kernel_bits(&set) & 1 << (signo - 1) != 0;
             assert_eq!(
                 member,
                 !UNCATCHABLE.contains(&signo),

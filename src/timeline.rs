@@ -615,6 +615,11 @@ impl Timeline {
 mod tests {
     //! A fake clock: `t(ms)` is an instant `ms` after a fixed origin.
     use super::*;
+
+    /// A poll's answer: what most tests feed.
+    fn polled(ticket: Ticket, ready: bool) -> Event {
+        Event::Polled { ticket, ready }
+    }
     use std::sync::OnceLock;
 
     const TERM: i32 = libc::SIGTERM;
@@ -702,13 +707,7 @@ mod tests {
     /// Draining, and the app said ready at t=100.
     fn ready() -> Timeline {
         let (mut tl, ticket) = draining();
-        let a = tl.handle(
-            t(100),
-            Event::Polled {
-                ticket,
-                ready: true,
-            },
-        );
+        let a = tl.handle(t(100), polled(ticket, true));
         assert_eq!(a, [Action::Ready { left: ms(2_000) }]);
         tl
     }
@@ -756,16 +755,7 @@ mod tests {
     fn running_ignores_answers_it_never_asked_for() {
         let mut tl = Timeline::new(base());
         assert_eq!(tl.handle(t(0), Event::HookDone(Ticket(1))), []);
-        assert_eq!(
-            tl.handle(
-                t(0),
-                Event::Polled {
-                    ticket: Ticket(1),
-                    ready: true
-                }
-            ),
-            []
-        );
+        assert_eq!(tl.handle(t(0), polled(Ticket(1), true)), []);
         assert_eq!(tl.handle(t(0), Event::OthersGone), []);
         assert_eq!(tl.handle(t(0), Event::KillFailed { pid1: true }), []);
         assert!(tl.is_running());
@@ -926,16 +916,7 @@ mod tests {
     #[test]
     fn hook_poll_answer_is_stale() {
         let (mut tl, _) = hook();
-        assert_eq!(
-            tl.handle(
-                t(10),
-                Event::Polled {
-                    ticket: Ticket(99),
-                    ready: true
-                }
-            ),
-            []
-        );
+        assert_eq!(tl.handle(t(10), polled(Ticket(99), true)), []);
         assert!(matches!(tl.phase(), Phase::Hook { .. }));
     }
 
@@ -955,25 +936,10 @@ mod tests {
             "one in flight at a time"
         );
         // The next poll was due at 1 s: it goes as soon as the answer is in.
-        let a = tl.handle(
-            t(1_600),
-            Event::Polled {
-                ticket: first,
-                ready: false,
-            },
-        );
+        let a = tl.handle(t(1_600), polled(first, false));
         let second = poll_ticket(&a);
         assert_ne!(second, first);
-        assert_eq!(
-            tl.handle(
-                t(1_700),
-                Event::Polled {
-                    ticket: second,
-                    ready: false
-                }
-            ),
-            []
-        );
+        assert_eq!(tl.handle(t(1_700), polled(second, false)), []);
         assert_eq!(tl.next_timer(), Some(t(2_600)));
         poll_ticket(&tl.handle(t(2_600), Event::Tick));
     }
@@ -984,13 +950,7 @@ mod tests {
         let mut tl2 = Timeline::new(base());
         let a = tl2.handle(t(0), Event::Signal(TERM));
         let ticket = poll_ticket(&a);
-        let a = tl2.handle(
-            t(9_700),
-            Event::Polled {
-                ticket,
-                ready: false,
-            },
-        );
+        let a = tl2.handle(t(9_700), polled(ticket, false));
         assert_eq!(sends(&a)[0].2, ms(300));
     }
 
@@ -1014,13 +974,7 @@ mod tests {
     fn draining_not_ready_and_failed_polls_hold_on() {
         let (mut tl, mut ticket) = draining();
         for i in 1..10 {
-            let a = tl.handle(
-                t(i * 1_000),
-                Event::Polled {
-                    ticket,
-                    ready: false,
-                },
-            );
+            let a = tl.handle(t(i * 1_000), polled(ticket, false));
             ticket = poll_ticket(&a);
         }
         let a = tl.handle(t(10_000), Event::Tick);
@@ -1030,16 +984,7 @@ mod tests {
             [Action::Exit(Outcome::Deadline)]
         );
         // The poll that was in flight at the kill is forgotten.
-        assert_eq!(
-            tl.handle(
-                t(10_020),
-                Event::Polled {
-                    ticket,
-                    ready: true
-                }
-            ),
-            []
-        );
+        assert_eq!(tl.handle(t(10_020), polled(ticket, true)), []);
     }
 
     #[test]
@@ -1060,16 +1005,7 @@ mod tests {
             tl.handle(t(10), Event::ChildExited(Ended::Signaled(TERM))),
             [Action::Exit(Outcome::Signaled(TERM))]
         );
-        assert_eq!(
-            tl.handle(
-                t(20),
-                Event::Polled {
-                    ticket,
-                    ready: true
-                }
-            ),
-            []
-        );
+        assert_eq!(tl.handle(t(20), polled(ticket, true)), []);
     }
 
     #[test]
@@ -1090,29 +1026,14 @@ mod tests {
     fn ready_is_sticky() {
         let mut tl = ready();
         // A late poll answer (there is none in flight) changes nothing.
-        assert_eq!(
-            tl.handle(
-                t(200),
-                Event::Polled {
-                    ticket: Ticket(1),
-                    ready: false
-                }
-            ),
-            []
-        );
+        assert_eq!(tl.handle(t(200), polled(Ticket(1), false)), []);
         assert!(matches!(tl.phase(), Phase::Ready { .. }));
     }
 
     #[test]
     fn ready_grace_is_capped_by_the_deadline_and_still_counts_as_drained() {
         let (mut tl, first) = draining();
-        let a = tl.handle(
-            t(9_000),
-            Event::Polled {
-                ticket: first,
-                ready: true,
-            },
-        );
+        let a = tl.handle(t(9_000), polled(first, true));
         assert_eq!(a, [Action::Ready { left: ms(1_000) }]);
         assert_eq!(
             tl.handle(t(10_000), Event::Tick),
@@ -1254,13 +1175,7 @@ mod tests {
     fn awaits_only_the_current_poll_and_hook() {
         let (mut tl, first) = draining();
         assert!(tl.awaits(first));
-        let a = tl.handle(
-            t(500),
-            Event::Polled {
-                ticket: first,
-                ready: false,
-            },
-        );
+        let a = tl.handle(t(500), polled(first, false));
         assert_eq!(a, []);
         assert!(!tl.awaits(first), "answered");
         let second = poll_ticket(&tl.handle(t(1_000), Event::Tick));
@@ -1276,39 +1191,15 @@ mod tests {
     #[test]
     fn a_stale_poll_answer_still_fires_the_timers_due() {
         let (mut tl, first) = draining();
-        tl.handle(
-            t(500),
-            Event::Polled {
-                ticket: first,
-                ready: false,
-            },
-        );
+        tl.handle(t(500), polled(first, false));
         // The answer of the first poll arrives again (stale) when the next
         // poll is due: the poll must start in this same turn.
-        let a = tl.handle(
-            t(1_000),
-            Event::Polled {
-                ticket: first,
-                ready: true,
-            },
-        );
+        let a = tl.handle(t(1_000), polled(first, true));
         poll_ticket(&a);
         // And at the deadline, a stale answer still escalates.
         let (mut tl, first) = draining();
-        tl.handle(
-            t(500),
-            Event::Polled {
-                ticket: first,
-                ready: false,
-            },
-        );
-        let a = tl.handle(
-            t(10_000),
-            Event::Polled {
-                ticket: first,
-                ready: true,
-            },
-        );
+        tl.handle(t(500), polled(first, false));
+        let a = tl.handle(t(10_000), polled(first, true));
         assert_eq!(a, [Action::Kill(Escalation::Deadline)]);
     }
 
@@ -1374,10 +1265,7 @@ mod tests {
             Event::ChildExited(Ended::Exited(1)),
             Event::OthersGone,
             Event::HookDone(Ticket(1)),
-            Event::Polled {
-                ticket: Ticket(1),
-                ready: true,
-            },
+            polled(Ticket(1), true),
             Event::KillFailed { pid1: true },
             Event::Tick,
         ] {
@@ -1441,16 +1329,7 @@ mod tests {
             tl.handle(t(10_000), Event::Tick),
             [Action::Kill(Escalation::Deadline)]
         );
-        assert_eq!(
-            tl.handle(
-                t(10_001),
-                Event::Polled {
-                    ticket,
-                    ready: true
-                }
-            ),
-            []
-        );
+        assert_eq!(tl.handle(t(10_001), polled(ticket, true)), []);
         assert_eq!(
             tl.handle(t(10_002), Event::ChildExited(KILLED)),
             [Action::Exit(Outcome::Deadline)]
@@ -1462,13 +1341,7 @@ mod tests {
         // Answer and deadline in one turn: the answer is handled first, so
         // the ready grace is capped to zero and the kill counts as drained.
         let (mut tl, ticket) = draining();
-        let a = tl.handle(
-            t(10_000),
-            Event::Polled {
-                ticket,
-                ready: true,
-            },
-        );
+        let a = tl.handle(t(10_000), polled(ticket, true));
         assert_eq!(
             a,
             [
@@ -1579,14 +1452,8 @@ mod tests {
         ];
         for n in 0..4 {
             events.push(Event::HookDone(Ticket(n)));
-            events.push(Event::Polled {
-                ticket: Ticket(n),
-                ready: true,
-            });
-            events.push(Event::Polled {
-                ticket: Ticket(n),
-                ready: false,
-            });
+            events.push(polled(Ticket(n), true));
+            events.push(polled(Ticket(n), false));
         }
         events
     }
@@ -1684,13 +1551,7 @@ mod tests {
         assert_eq!(a, [Action::Ready { left: ms(2_000) }]);
         assert_eq!(tl.phase(), Phase::Ready { kill_at: t(2_300) });
         // The poll in flight says "not ready": too late, and stale.
-        let a = tl.handle(
-            t(400),
-            Event::Polled {
-                ticket,
-                ready: false,
-            },
-        );
+        let a = tl.handle(t(400), polled(ticket, false));
         assert_eq!(a, []);
         assert_eq!(
             tl.handle(t(2_300), Event::Tick),

@@ -186,22 +186,9 @@ fn orphans_are_reaped() {
 /// Whether USR1 sent to drainit reaches a grandchild in the child's group.
 fn group_reached(bin: &str, flags: &[&str]) -> bool {
     let scratch = Scratch::new("arm64-group");
-    let script = "trap 'touch \"$D/child-got\"' USR1; sleep 600 & echo $! > \"$D/grandchild\"; \
-                  touch \"$D/ready\"; while [ ! -e \"$D/stop\" ]; do sleep 0.02; done; kill $! 2>/dev/null; exit 0";
     let mut args: Vec<String> = flags.iter().map(|s| s.to_string()).collect();
-    args.extend(sh(&scratch, script));
-    let mut d = emulated(bin, &args).start();
-    scratch.wait_file("ready");
-    let grandchild = d.outer_pid(scratch.read("grandchild").trim().parse().unwrap());
-    d.signal(libc::SIGUSR1);
-    scratch.wait_file("child-got");
-    let reached = match proc_state(grandchild) {
-        None | Some('Z') => true,
-        _ => sigset_has(&status_field(grandchild, "ShdPnd").unwrap(), libc::SIGUSR1),
-    };
-    scratch.touch("stop");
-    assert_eq!(d.wait_code(), 0, "{}", d.stderr());
-    reached
+    args.extend(sh(&scratch, GROUP_CHILD));
+    usr1_reached_the_grandchild(emulated(bin, &args).start(), &scratch)
 }
 
 #[test]

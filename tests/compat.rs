@@ -12,29 +12,13 @@ use support::*;
 /// Returns whether USR1, sent to drainit, reached the grandchild too.
 fn usr1_reaches_the_grandchild(flags: &[&str], vars: &[(&str, &str)]) -> bool {
     let scratch = Scratch::new("compat-group");
-    let script = "trap 'touch \"$D/child-got\"' USR1; sleep 600 & echo $! > \"$D/grandchild\"; \
-                  touch \"$D/ready\"; while [ ! -e \"$D/stop\" ]; do sleep 0.02; done; kill $! 2>/dev/null; exit 0";
     let mut args: Vec<String> = flags.iter().map(|s| s.to_string()).collect();
-    args.extend(sh(&scratch, script));
+    args.extend(sh(&scratch, GROUP_CHILD));
     let mut launch = drainit(args);
     for (k, v) in vars {
         launch = launch.env(k, v);
     }
-    let mut d = launch.start();
-    scratch.wait_file("ready");
-    let grandchild = d.outer_pid(scratch.read("grandchild").trim().parse().unwrap());
-    d.signal(libc::SIGUSR1);
-    scratch.wait_file("child-got");
-    // drainit signals the group (or not) in one kill() before the child can
-    // run its trap, so by now USR1 has either ended the grandchild (its
-    // default action) or it never will.
-    let reached = match proc_state(grandchild) {
-        None | Some('Z') => true,
-        _ => sigset_has(&status_field(grandchild, "ShdPnd").unwrap(), libc::SIGUSR1),
-    };
-    scratch.touch("stop");
-    assert_eq!(d.wait_code(), 0, "{}", d.stderr());
-    reached
+    usr1_reached_the_grandchild(launch.start(), &scratch)
 }
 
 #[test]

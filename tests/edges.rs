@@ -313,6 +313,31 @@ fn drainits_own_sigpipe_never_reaches_the_app() {
     assert_eq!(scratch.read("pipe"), "", "the app got drainit's SIGPIPE");
 }
 
+/// drainit `--orphan-grace 60s` running `child`, in a fresh PID namespace
+/// whose /proc is hidden under an empty tmpfs. `as_pid1`: the mounting
+/// shell execs drainit (PID 1) rather than staying PID 1 itself.
+fn orphan_grace_without_proc(
+    scratch: &Scratch,
+    child: &str,
+    as_pid1: bool,
+) -> (i32, String, Duration) {
+    let exec = if as_pid1 { "exec " } else { "" };
+    let mut args = vec![
+        "-c".to_string(),
+        format!("mount -t tmpfs none /proc && {exec}\"$0\" \"$@\""),
+        DRAINIT.to_string(),
+        "--orphan-grace".to_string(),
+        "60s".to_string(),
+    ];
+    args.extend(sh(scratch, child));
+    let start = Instant::now();
+    let (code, stderr) = drainit(Vec::<String>::new())
+        .binary("/bin/sh")
+        .with_args(args)
+        .run();
+    (code, stderr, start.elapsed())
+}
+
 #[test]
 fn orphan_grace_as_pid1_needs_no_proc_children_file() {
     // As PID 1, drainit reaches what is left with kill(-1). Here /proc is
@@ -325,25 +350,13 @@ fn orphan_grace_as_pid1_needs_no_proc_children_file() {
         "export D; sh -c '{}' & while [ ! -e \"$D/orphan-ready\" ]; do sleep 0.05; done; exit 3",
         orphan.replace('\'', "'\\''")
     );
-    let mut args = vec![
-        "-c".to_string(),
-        "mount -t tmpfs none /proc && exec \"$0\" \"$@\"".to_string(),
-        DRAINIT.to_string(),
-        "--orphan-grace".to_string(),
-        "60s".to_string(),
-    ];
-    args.extend(sh(&scratch, &child));
-    let start = Instant::now();
-    let (code, stderr) = drainit(Vec::<String>::new())
-        .binary("/bin/sh")
-        .with_args(args)
-        .run();
+    let (code, stderr, took) = orphan_grace_without_proc(&scratch, &child, true);
     assert_eq!(code, 3, "{stderr}");
     assert!(
         scratch.file("orphan-term").exists(),
         "the orphan never got SIGTERM: {stderr}"
     );
-    assert!(start.elapsed() < Duration::from_secs(30), "{stderr}");
+    assert!(took < Duration::from_secs(30), "{stderr}");
 }
 
 #[test]
@@ -497,26 +510,14 @@ fn orphan_grace_not_as_pid1_without_proc_says_so() {
     // Not PID 1 (a shell is), /proc hidden: drainit cannot find what is
     // left. It must say so once, and still end with the child's code.
     let scratch = Scratch::new("orphans-no-proc");
-    let mut args = vec![
-        "-c".to_string(),
-        "mount -t tmpfs none /proc && \"$0\" \"$@\"".to_string(),
-        DRAINIT.to_string(),
-        "--orphan-grace".to_string(),
-        "60s".to_string(),
-    ];
-    args.extend(sh(&scratch, "exit 3"));
-    let start = Instant::now();
-    let (code, stderr) = drainit(Vec::<String>::new())
-        .binary("/bin/sh")
-        .with_args(args)
-        .run();
+    let (code, stderr, took) = orphan_grace_without_proc(&scratch, "exit 3", false);
     assert_eq!(code, 3, "{stderr}");
     assert_eq!(
         stderr.matches("no /proc here").count(),
         1,
         "one warning: {stderr}"
     );
-    assert!(start.elapsed() < Duration::from_secs(30), "{stderr}");
+    assert!(took < Duration::from_secs(30), "{stderr}");
 }
 
 /// A counter from `/proc/PID/io` ("name: value" lines).

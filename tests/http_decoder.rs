@@ -7,26 +7,9 @@
 use drainit::http::decoder::{decode, Decoder, Limits, Step, CONTENT_TYPE_LIMIT, EXCHANGE_LIMIT};
 use drainit::http::BODY_LIMIT;
 
-/// xorshift64*: deterministic, so a failure names a reproducible seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn bytes(&mut self, max: usize) -> Vec<u8> {
-        let len = self.below(max + 1);
-        (0..len).map(|_| self.next() as u8).collect()
-    }
-}
+#[path = "support/rng.rs"]
+mod rng;
+use rng::Rng;
 
 /// A well-formed response carrying `body`, in a framing `rng` picks, with
 /// optional interim responses, extensions and trailers.

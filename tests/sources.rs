@@ -447,6 +447,27 @@ fn bad_sources_are_usage_errors_before_the_child_starts() {
     );
 }
 
+/// drainit draining two workers (`--drain-url` each), polled every 100 ms,
+/// the app `STUBBORN`.
+fn two_workers(scratch: &Scratch, a: &Server, b: &Server) -> Drainit {
+    start(
+        scratch,
+        &strings(&[
+            "--drain-url",
+            &a.url("/drain"),
+            "--drain-url",
+            &b.url("/drain"),
+            "--drain-interval",
+            "100ms",
+            "--ready-grace",
+            "100ms",
+            "--grace",
+            "30s",
+        ]),
+        STUBBORN,
+    )
+}
+
 #[test]
 fn two_drain_urls_drain_only_when_both_have_been_ready() {
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -464,22 +485,7 @@ fn two_drain_urls_drain_only_when_both_have_been_ready() {
             ),
         )
     });
-    let mut d = start(
-        &scratch,
-        &strings(&[
-            "--drain-url",
-            &early.url("/drain"),
-            "--drain-url",
-            &late.url("/drain"),
-            "--drain-interval",
-            "100ms",
-            "--ready-grace",
-            "100ms",
-            "--grace",
-            "30s",
-        ]),
-        STUBBORN,
-    );
+    let mut d = two_workers(&scratch, &early, &late);
     d.signal(libc::SIGTERM);
     wait_for("three rounds on the late worker", PATIENCE, || {
         (late.count() >= 3).then_some(())
@@ -652,22 +658,7 @@ fn each_worker_has_its_own_progress_in_the_log() {
         })
     };
     let (a, b) = (worker(3), worker(5));
-    let mut d = start(
-        &scratch,
-        &strings(&[
-            "--drain-url",
-            &a.url("/drain"),
-            "--drain-url",
-            &b.url("/drain"),
-            "--drain-interval",
-            "100ms",
-            "--ready-grace",
-            "100ms",
-            "--grace",
-            "30s",
-        ]),
-        STUBBORN,
-    );
+    let mut d = two_workers(&scratch, &a, &b);
     d.signal(libc::SIGTERM);
     wait_for("five rounds", PATIENCE, || (b.count() >= 5).then_some(()));
     done.store(true, Ordering::SeqCst);

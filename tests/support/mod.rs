@@ -572,6 +572,31 @@ pub fn zombie_children(pid: i32) -> Vec<i32> {
 }
 
 /// A hex signal-set field of /proc/PID/status (SigBlk, SigIgn, ShdPnd...).
+/// The child of the `-g` tests (see `usr1_reached_the_grandchild`).
+pub const GROUP_CHILD: &str = "trap 'touch \"$D/child-got\"' USR1; sleep 600 & echo $! > \"$D/grandchild\"; \
+     touch \"$D/ready\"; while [ ! -e \"$D/stop\" ]; do sleep 0.02; done; kill $! 2>/dev/null; exit 0";
+
+/// For the `-g` tests: drainit runs a child that started a grandchild in
+/// its group, wrote its pid to `grandchild` and touched `ready`, traps USR1
+/// by touching `child-got`, and exits 0 once `stop` exists. Sends USR1 to
+/// drainit and says whether it reached the grandchild too.
+pub fn usr1_reached_the_grandchild(mut d: Drainit, scratch: &Scratch) -> bool {
+    scratch.wait_file("ready");
+    let grandchild = d.outer_pid(scratch.read("grandchild").trim().parse().unwrap());
+    d.signal(libc::SIGUSR1);
+    scratch.wait_file("child-got");
+    // drainit signals the group (or not) in one kill() before the child can
+    // run its trap, so by now USR1 has either ended the grandchild (its
+    // default action) or it never will.
+    let reached = match proc_state(grandchild) {
+        None | Some('Z') => true,
+        _ => sigset_has(&status_field(grandchild, "ShdPnd").unwrap(), libc::SIGUSR1),
+    };
+    scratch.touch("stop");
+    assert_eq!(d.wait_code(), 0, "{}", d.stderr());
+    reached
+}
+
 pub fn sigset_has(mask_hex: &str, signo: i32) -> bool {
     u64::from_str_radix(mask_hex.trim(), 16)
         .map(|m| m & (1u64 << (signo - 1)) != 0)
