@@ -1,52 +1,23 @@
 //! drainit as a library: the modules behind the `drainit` binary, exposed so
 //! the fuzz targets and property tests can drive the parsers directly. The
-//! binary (`main.rs`) is the only user that runs the supervisor.
+//! binary (`main.rs`) only installs the allocator and calls `app::main`.
+//!
+//! Layers, each importing only from the ones above it in this list (a test,
+//! `tests/layers.rs`, keeps it so):
+//!
+//! - `util`: leaf helpers (time, text, signal names, version, fault points);
+//! - `proto`: pure codecs (HTTP types and decoder, JSON, notify datagrams,
+//!   ECS and drain bodies), no I/O;
+//! - `core`: pure decisions (the stop timeline, drain-source bookkeeping,
+//!   ECS policy, the outcome and exit report, the settings it runs on);
+//! - `io`: mechanism without policy (signals, reaping, spawning, HTTP
+//!   client, the notify socket, commands, /proc, threads);
+//! - `shell`: the event loop that feeds the core and performs its actions;
+//! - `app`: options, configuration, logging and `main`.
 
-pub mod arena;
-pub mod cli;
-pub mod config;
-pub mod drain;
-pub mod ecs;
-pub mod exit;
-pub mod fault;
-pub mod http;
-pub mod json;
-pub mod logging;
-pub mod notify;
-pub mod reaper;
-pub mod signals;
-pub mod sources;
-pub mod spawn;
-pub mod supervisor;
-pub mod timeline;
-pub mod version;
-
-/// Starts a named worker thread. Every thread drainit starts (requests,
-/// name lookups, the notify reader) goes through this one non-generic
-/// function: each `Builder::spawn` instance costs KiBs of the 1 MiB
-/// static-binary budget.
-#[inline(never)]
-pub fn spawn_thread(
-    name: &str,
-    stack_size: usize,
-    work: Box<dyn FnOnce() + Send>,
-) -> std::io::Result<()> {
-    std::thread::Builder::new()
-        .name(name.into())
-        .stack_size(stack_size)
-        .spawn(move || {
-            // Both C libraries unblock their own signals (32-34) in a new
-            // thread, whatever its creator blocked: block them again, or a
-            // `kill -33` sent to drainit could land here and end it (or be
-            // lost). Nothing in drainit may call set*id from a thread:
-            // glibc would wait on 33 for every thread.
-            crate::signals::block_handled();
-            work()
-        })
-        .map(|_| {
-            // glibc unblocks 32 and 33 in the creating thread too, the first
-            // time any thread is created (and installs its set*id handler
-            // on 33): block them again here.
-            crate::signals::block_handled();
-        })
-}
+pub mod app;
+pub mod core;
+pub mod io;
+pub mod proto;
+pub mod shell;
+pub mod util;

@@ -270,7 +270,7 @@ fn endless_chunk_size_line() {
 
 /// A 64 KiB JSON body built to cost the most memory per byte once parsed.
 /// Besides the 2 MiB budget, the peak may rise at most 256 KiB over idle:
-/// parsing any one body has a ceiling (src/json.rs), however it is built.
+/// parsing any one body has a ceiling (src/proto/json.rs), however it is built.
 fn json_body_flood(name: &str, body: String) {
     assert!(body.len() <= 64 * 1024, "{name}: {} bytes", body.len());
     let prefix = format!(

@@ -4,8 +4,10 @@
 //! mutated bytes never panic, never exceed the bounds, and give the same
 //! answer however they are cut.
 
-use drainit::http::decoder::{decode, Decoder, Limits, Step, CONTENT_TYPE_LIMIT, EXCHANGE_LIMIT};
-use drainit::http::BODY_LIMIT;
+use drainit::proto::http::BODY_LIMIT;
+use drainit::proto::http_decoder::{
+    decode, Decoder, Limits, Step, CONTENT_TYPE_LIMIT, EXCHANGE_LIMIT,
+};
 
 #[path = "support/rng.rs"]
 mod rng;

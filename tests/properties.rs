@@ -4,11 +4,11 @@
 //! random bytes, random words from their own alphabet and mutations of the
 //! documented examples. None may panic, and each result keeps its invariants.
 
-use drainit::config::parse_duration;
-use drainit::drain::{evaluate, is_json};
-use drainit::ecs::{parse_container, parse_protection_answer, parse_task};
-use drainit::http::{parse_url, Failure, Kind, Response};
-use drainit::signals::{parse_signal, signal_name};
+use drainit::app::config::parse_duration;
+use drainit::proto::drain_body::{evaluate, is_json};
+use drainit::proto::ecs_body::{parse_container, parse_protection_answer, parse_task};
+use drainit::proto::http::{parse_url, Failure, Kind, Response};
+use drainit::util::signame::{parse_signal, signal_name};
 
 const ROUNDS: usize = 30_000;
 
@@ -176,7 +176,7 @@ fn quote(word: &str) -> String {
 
 #[test]
 fn commands() {
-    use drainit::sources::parse_command;
+    use drainit::io::commands::parse_command;
     let path = Some("/usr/bin:/bin");
     let mut rng = Rng(0x5eed_0012);
     for _ in 0..ROUNDS / 10 {
@@ -209,7 +209,8 @@ fn commands() {
 
 #[test]
 fn protection_over_sources() {
-    use drainit::sources::{protect_busy, Answer};
+    use drainit::core::event::Answer;
+    use drainit::core::sources::protect_busy;
     let mut rng = Rng(0x5eed_0013);
     for _ in 0..ROUNDS {
         let answers: Vec<Answer> = (0..rng.below(6))

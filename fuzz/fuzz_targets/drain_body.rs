@@ -3,8 +3,8 @@
 //! must have a reason.
 #![no_main]
 
-use drainit::drain::{evaluate, is_json};
-use drainit::http::Response;
+use drainit::proto::drain_body::{evaluate, is_json};
+use drainit::proto::http::Response;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -1,7 +1,7 @@
 //! Fuzz target: ECS task/container metadata and task-protection answers.
 #![no_main]
 
-use drainit::ecs::{is_stopping, parse_container, parse_protection_answer, parse_task};
+use drainit::proto::ecs_body::{is_stopping, parse_container, parse_protection_answer, parse_task};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

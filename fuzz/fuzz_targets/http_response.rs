@@ -3,10 +3,10 @@
 //! bytes are split.
 #![no_main]
 
-use drainit::http::decoder::{
+use drainit::proto::http_decoder::{
     decode, Decoder, Step, CHUNK_LINE_LIMIT, CONTENT_TYPE_LIMIT, EXCHANGE_LIMIT, HEAD_LIMIT,
 };
-use drainit::http::BODY_LIMIT;
+use drainit::proto::http::BODY_LIMIT;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

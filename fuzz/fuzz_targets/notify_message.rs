@@ -1,7 +1,7 @@
 //! Fuzz target: one sd_notify datagram (`notify::parse`).
 #![no_main]
 
-use drainit::notify::parse;
+use drainit::proto::notify_msg::parse;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -1,9 +1,9 @@
 //! Fuzz target: the command-line value parsers (durations, signals, URLs).
 #![no_main]
 
-use drainit::config::parse_duration;
-use drainit::http::parse_url;
-use drainit::signals::{parse_signal, signal_name};
+use drainit::app::config::parse_duration;
+use drainit::proto::http::parse_url;
+use drainit::util::signame::{parse_signal, signal_name};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -1,12 +1,7 @@
 //! The only caller of `waitpid` in drainit: collects every child that has
 //! changed state, main child and re-parented orphans alike.
 
-/// How a reaped process ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ended {
-    Exited(i32),
-    Signaled(i32),
-}
+pub use crate::core::outcome::Ended;
 
 /// The most children one pass collects. A sustained storm of exiting
 /// orphans could otherwise keep one pass going (and its list growing) for

@@ -10,7 +10,7 @@
 //! chunk-size line and the body (`BODY_LIMIT`) in memory. Trailers are
 //! skipped without being stored.
 
-use super::{Failure, Kind, Response, BODY_LIMIT};
+use crate::proto::http::{Failure, Kind, Response, BODY_LIMIT};
 
 /// Most bytes one exchange may read, all parts together.
 pub const EXCHANGE_LIMIT: usize = 128 * 1024;

@@ -39,7 +39,7 @@ pub fn command() -> clap::Command {
 #[derive(Debug, Parser)]
 #[command(
     name = "drainit",
-    version = crate::version::VERSION,
+    version = crate::util::version::VERSION,
     about = "A drain-aware init for containers: reaps zombies, forwards signals, \
              and holds SIGKILL back until the app has drained.",
     after_help = AFTER_HELP,

@@ -4,8 +4,14 @@
 
 use serde_json::{json, Value};
 
-use crate::reaper::Ended;
-use crate::signals::signal_name;
+use crate::util::signame::signal_name;
+
+/// How a reaped process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    Exited(i32),
+    Signaled(i32),
+}
 
 /// Why the child could not be started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,14 +1,13 @@
-//! The app's drain endpoint: the readiness rules of one poll (a pure
-//! function of the response), and the bookkeeping that logs each distinct
-//! failure once and numeric progress fields when they change.
+//! The app's drain endpoint, one answer at a time: the readiness rules of
+//! one poll as a pure function of the response (status, content type, the
+//! JSON pointer), and the numeric progress fields it carries.
 
 use std::collections::BTreeMap;
 
-use log::{info, warn};
 use serde_json::Value;
 
-use crate::http::{Failure, Response};
-use crate::logging::escape;
+use crate::proto::http::{Failure, Response};
+use crate::util::text::escape;
 
 /// Numeric progress fields kept (and logged) per poll; a body with
 /// thousands of them must not flood the log.
@@ -86,12 +85,12 @@ pub fn evaluate(result: &Result<Response, Failure>, pointer: &str) -> Reading {
             };
         }
         return not_ready(
-            &format!("status_{}", crate::http::status_class(status)),
+            &format!("status_{}", crate::proto::http::status_class(status)),
             format!("HTTP {status}"),
             summary,
         );
     }
-    let value: Value = match crate::json::parse(&response.body) {
+    let value: Value = match crate::proto::json::parse(&response.body) {
         Ok(value) => value,
         Err(e) => {
             return not_ready(
@@ -139,43 +138,10 @@ pub fn evaluate(result: &Result<Response, Failure>, pointer: &str) -> Reading {
     }
 }
 
-/// Remembers what was already logged across polls.
-#[derive(Debug, Default)]
-pub struct Progress {
-    logged_problems: Vec<String>,
-    last_numbers: BTreeMap<String, String>,
-    pub polls: u64,
-    pub last_summary: Option<String>,
-}
-
-impl Progress {
-    /// Records one reading and logs what is new about it.
-    pub fn observe(&mut self, reading: &Reading) {
-        self.polls += 1;
-        self.last_summary = Some(reading.summary.clone());
-        if let Some((kind, message)) = &reading.problem {
-            if crate::logging::first_time(&mut self.logged_problems, kind) {
-                warn!("drain endpoint not ready: {message} (logged once; polling goes on)");
-            }
-        }
-        for (key, value) in &reading.numbers {
-            if self.last_numbers.get(key) != Some(value) {
-                match self.last_numbers.get(key) {
-                    Some(old) => info!("drain progress: {key}={value} (was {old})"),
-                    None => info!("drain progress: {key}={value}"),
-                }
-            }
-        }
-        if !reading.numbers.is_empty() {
-            self.last_numbers = reading.numbers.clone();
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::http::Kind;
+    use crate::proto::http::Kind;
 
     fn json(status: u16, body: &str) -> Result<Response, Failure> {
         Ok(Response {
@@ -327,25 +293,5 @@ mod tests {
         for bad in ["", "readyForTermination", "a/b", "/a~2", "/a~", "#/a"] {
             assert!(validate_pointer(bad).is_err(), "{bad}");
         }
-    }
-
-    #[test]
-    fn progress_counts_polls() {
-        let mut p = Progress::default();
-        let refused = || Err(Failure::new(Kind::Refused, "refused"));
-        p.observe(&evaluate(&refused(), FIELD));
-        p.observe(&evaluate(&refused(), FIELD));
-        assert_eq!(p.polls, 2);
-        assert_eq!(p.logged_problems.len(), 1);
-    }
-
-    #[test]
-    fn status_codes_cannot_flood_the_log_once_keys() {
-        let mut p = Progress::default();
-        for status in 100..1000 {
-            p.observe(&evaluate(&plain(status, Some("text/plain")), FIELD));
-        }
-        // 1xx, 3xx, 4xx, 5xx and other (2xx is ready).
-        assert_eq!(p.logged_problems.len(), 5, "{:?}", p.logged_problems);
     }
 }

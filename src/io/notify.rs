@@ -1,11 +1,10 @@
 //! The receiver of systemd's notify protocol (sd_notify(3)): the socket the
-//! app finds in `NOTIFY_SOCKET`, the pure parser of one datagram, and the one
-//! reader thread that checks each sender, logs what the app says
-//! (rate-limited), relays READY/STATUS/STOPPING to an outer manager, and
-//! hands the two words that change the stop (the readiness word and an
-//! extension) to the event loop, whose waker it shares with the HTTP workers.
-//! Nothing here grows with the number of messages: one fixed buffer, fixed
-//! fields, counters.
+//! app finds in `NOTIFY_SOCKET`, and the one reader thread that checks each
+//! sender, parses each datagram (`proto::notify_msg`) and hands it to the
+//! loop as an input, logs what the app says (rate-limited) and relays
+//! READY/STATUS/STOPPING to an outer manager. What a message means for the
+//! stop is the core's to decide. One fixed buffer: nothing here grows with
+//! the number of messages.
 
 use std::ffi::OsString;
 use std::io;
@@ -13,112 +12,20 @@ use std::mem::size_of;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use log::{debug, info, warn};
 
-use crate::logging::escape;
+use crate::core::event::{Input, Note};
+use crate::io::threads::Outbox;
+use crate::proto::notify_msg::{parse, Access, Message, STATUS_MAX};
+use crate::util::text::escape;
 
 /// A datagram longer than this is dropped whole (and counted).
 pub const MAX_DATAGRAM: usize = 4096;
-/// The longest STATUS kept, in bytes; longer text is cut.
-pub const STATUS_MAX: usize = 256;
 /// App-caused log lines: at most this many per `LOG_WINDOW`.
 const LOG_BURST: u32 = 10;
 const LOG_WINDOW: Duration = Duration::from_secs(10);
-
-/// `--notify-access`: who may send.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
-    /// Any process visible in drainit's PID namespace.
-    All,
-    /// Only the main child, as systemd's `NotifyAccess=main`.
-    Main,
-}
-
-pub fn parse_access(text: &str) -> Result<Access, String> {
-    match text.trim().to_ascii_lowercase().as_str() {
-        "all" => Ok(Access::All),
-        "main" => Ok(Access::Main),
-        _ => Err("expected all or main".into()),
-    }
-}
-
-/// What one datagram says; borrowed from it, nothing allocated. Where a
-/// name repeats, the last line wins, as in systemd.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Message<'a> {
-    /// `READY=1`.
-    pub ready: bool,
-    /// `STOPPING=1`.
-    pub stopping: bool,
-    /// `STATUS=...`, raw bytes (escaped only when logged).
-    pub status: Option<&'a [u8]>,
-    /// `EXTEND_TIMEOUT_USEC=N` with N a plain decimal that fits.
-    pub extend: Option<Duration>,
-    /// `X_DRAINIT_READY_FOR_TERMINATION=1`: the app has drained.
-    pub drained: bool,
-    /// The first name drainit does not know (logged once at debug).
-    pub unknown: Option<&'a [u8]>,
-}
-
-/// Names of the protocol that drainit accepts and leaves alone.
-const KNOWN_IGNORED: [&[u8]; 14] = [
-    b"MAINPID",
-    b"WATCHDOG",
-    b"WATCHDOG_USEC",
-    b"FDSTORE",
-    b"FDSTOREREMOVE",
-    b"FDNAME",
-    b"FDPOLL",
-    b"BARRIER",
-    b"ERRNO",
-    b"BUSERROR",
-    b"RELOADING",
-    b"MONOTONIC_USEC",
-    b"EXIT_STATUS",
-    b"NOTIFYACCESS",
-];
-
-/// Parses one datagram: newline-separated `NAME=VALUE` lines. Lines without
-/// `=`, empty lines, unknown names and values other than the ones listed
-/// change nothing.
-pub fn parse(datagram: &[u8]) -> Message<'_> {
-    let mut m = Message::default();
-    for line in datagram.split(|&b| b == b'\n') {
-        let Some(eq) = line.iter().position(|&b| b == b'=') else {
-            continue;
-        };
-        let (name, value) = (&line[..eq], &line[eq + 1..]);
-        match name {
-            b"READY" => m.ready |= value == b"1",
-            b"STOPPING" => m.stopping |= value == b"1",
-            b"STATUS" => m.status = Some(value),
-            b"EXTEND_TIMEOUT_USEC" => {
-                if let Some(us) = parse_usec(value) {
-                    m.extend = Some(Duration::from_micros(us));
-                }
-            }
-            b"X_DRAINIT_READY_FOR_TERMINATION" => m.drained |= value == b"1",
-            _ if KNOWN_IGNORED.contains(&name) => {}
-            _ => {
-                if m.unknown.is_none() {
-                    m.unknown = Some(name);
-                }
-            }
-        }
-    }
-    m
-}
-
-/// A plain decimal that fits in u64: no sign, no space, not empty.
-fn parse_usec(value: &[u8]) -> Option<u64> {
-    if value.is_empty() || value.len() > 20 || !value.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    std::str::from_utf8(value).ok()?.parse().ok()
-}
 
 /// The socket drainit receives on. Its file (with `--notify-socket`) is
 /// removed when this is dropped.
@@ -231,46 +138,25 @@ pub fn bind(path: Option<&Path>) -> io::Result<Socket> {
     }
 }
 
-/// What the reader hands the loop, and what the exit report reads at the
-/// end. Fixed size: a flood overwrites, it never accumulates.
+/// The app's last STATUS, as the reader keeps it to log changes only.
+/// Fixed size: a flood overwrites, it never accumulates.
 #[derive(Debug)]
-pub struct Shared {
-    /// Set by the loop when a stop begins: extensions count only then.
-    pub stopping: bool,
-    /// The latest readiness word not yet taken by the loop.
-    pub drained_at: Option<Instant>,
-    /// The extension reaching furthest (received at, by) not yet taken.
-    pub extend: Option<(Instant, Duration)>,
-    /// Time from drainit's start to the first `READY=1`.
-    pub ready_after: Option<Duration>,
+pub struct Status {
     status: [u8; STATUS_MAX],
     status_len: Option<usize>,
-    pub received: u64,
-    pub refused: u64,
-    pub dropped: u64,
-    /// Flush markers the reader has reached (see `flush`).
-    flushed: u64,
 }
 
-impl Default for Shared {
-    fn default() -> Shared {
-        Shared {
-            stopping: false,
-            drained_at: None,
-            extend: None,
-            ready_after: None,
+impl Default for Status {
+    fn default() -> Status {
+        Status {
             status: [0; STATUS_MAX],
             status_len: None,
-            received: 0,
-            refused: 0,
-            dropped: 0,
-            flushed: 0,
         }
     }
 }
 
-impl Shared {
-    /// The last STATUS, escaped for a log line or the report.
+impl Status {
+    /// The last STATUS, escaped for a log line.
     pub fn status(&self) -> Option<String> {
         self.status_len
             .map(|n| escape(&String::from_utf8_lossy(&self.status[..n]), STATUS_MAX))
@@ -288,41 +174,26 @@ impl Shared {
     }
 }
 
-/// The shared state, and the signal that a flush marker was reached.
-#[derive(Debug, Default)]
-pub struct Channel {
-    state: Mutex<Shared>,
-    flushed: Condvar,
-}
-
-pub type Inbox = Arc<Channel>;
-
-/// Locks the shared state; a panicked holder left consistent plain data.
-pub fn lock(inbox: &Inbox) -> MutexGuard<'_, Shared> {
-    inbox.state.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// drainit's own marker datagram; only drainit's pid can send it (the
 /// kernel vouches for the pid), so an app cannot forge one.
 const FLUSH: &[u8] = b"X_DRAINIT_FLUSH=1";
 
-/// Waits (at most `timeout`) until the reader has read everything queued
-/// before this call, so the exit report counts the messages an app sent
-/// just before it exited. A marker goes to the back of the queue; the
-/// reader reads in order.
-pub fn flush(inbox: &Inbox, address: &OsString, timeout: Duration) {
+/// Sends the flush marker to the back of the socket's queue: the reader
+/// answers `Input::NotifyFlushed` once it has read everything before it,
+/// so the exit report counts the messages an app sent just before it
+/// exited. False when it could not be sent (a full queue).
+pub fn send_flush(address: &OsString) -> bool {
     let Ok((addr, len)) = sockaddr(address.as_bytes()) else {
-        return;
+        return false;
     };
-    let before = lock(inbox).flushed;
     // SAFETY: a new socket, owned at once; sendto from a valid buffer.
-    let sent = unsafe {
+    unsafe {
         let Ok(raw) = cvt(libc::socket(
             libc::AF_UNIX,
             libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
             0,
         )) else {
-            return;
+            return false;
         };
         let fd = OwnedFd::from_raw_fd(raw);
         libc::sendto(
@@ -332,16 +203,8 @@ pub fn flush(inbox: &Inbox, address: &OsString, timeout: Duration) {
             libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
             &addr as *const _ as *const libc::sockaddr,
             len,
-        )
-    };
-    if sent < 0 {
-        // A full queue: the report counts what was read so far.
-        return;
+        ) >= 0
     }
-    let guard = lock(inbox);
-    let _ = inbox
-        .flushed
-        .wait_timeout_while(guard, timeout, |s| s.flushed == before);
 }
 
 /// At most `LOG_BURST` app-caused lines per `LOG_WINDOW`; the rest counted
@@ -444,19 +307,18 @@ impl Relay {
 /// Everything the reader thread needs.
 pub struct Reader {
     pub socket: Socket,
-    pub inbox: Inbox,
+    /// Where every accepted, refused or dropped message goes.
+    pub outbox: Outbox,
     pub access: Access,
     /// The main child, for `--notify-access main`.
     pub child: i32,
-    /// drainit's start, for the READY log line.
-    pub started: Instant,
     /// drainit's own `NOTIFY_SOCKET`, to relay to.
     pub outer: Option<OsString>,
 }
 
-/// Starts the reader thread; `wake` wakes the event loop.
-pub fn start(reader: Reader, wake: impl Fn() + Send + 'static) -> io::Result<()> {
-    crate::spawn_thread(
+/// Starts the reader thread.
+pub fn start(reader: Reader) -> io::Result<()> {
+    crate::io::threads::spawn_thread(
         "drainit-notify",
         128 * 1024,
         Box::new(move || loop {
@@ -464,7 +326,7 @@ pub fn start(reader: Reader, wake: impl Fn() + Send + 'static) -> io::Result<()>
             // socket must still be read, or an app blocked in a send to
             // a full queue would hang: read on after a pause that bounds
             // the log lines a repeating panic could cost.
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| reader.run(&wake)));
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| reader.run()));
             std::thread::sleep(Duration::from_millis(100));
         }),
     )
@@ -532,7 +394,10 @@ fn receive(fd: RawFd, buf: &mut [u8; MAX_DATAGRAM]) -> io::Result<Received> {
 }
 
 impl Reader {
-    fn run(&self, wake: &dyn Fn()) {
+    /// Reads, checks the sender, parses and hands each message to the loop;
+    /// what a message means for the stop is the core's to decide. Logs what
+    /// the app says (rate-limited) and relays to an outer manager.
+    fn run(&self) {
         let mut buf = [0u8; MAX_DATAGRAM];
         let mut relay_buf = [0u8; MAX_DATAGRAM + 64];
         let mut relay = self.outer.as_ref().and_then(|a| match Relay::new(a) {
@@ -547,9 +412,9 @@ impl Reader {
             used: 0,
             suppressed: 0,
         };
+        let mut last = Status::default();
         let mut said_unknown = false;
         let mut said_stopping = false;
-        let mut said_extend_ignored = false;
         let fd = self.socket.fd.as_raw_fd();
         loop {
             let received = match receive(fd, &mut buf) {
@@ -567,7 +432,7 @@ impl Reader {
             let now = Instant::now();
             let (len, pid) = match received {
                 Received::TooLong => {
-                    lock(&self.inbox).dropped += 1;
+                    self.outbox.send(Input::NotifyDropped);
                     if let Some(note) = limit.allow(now) {
                         debug!("notify message over {MAX_DATAGRAM} bytes dropped{note}");
                     }
@@ -576,8 +441,7 @@ impl Reader {
                 Received::Datagram { len, pid } => (len, pid),
             };
             if pid == Some(std::process::id() as i32) && &buf[..len] == FLUSH {
-                lock(&self.inbox).flushed += 1;
-                self.inbox.flushed.notify_all();
+                self.outbox.send(Input::NotifyFlushed);
                 continue;
             }
             let refusal = match (pid, self.access) {
@@ -588,79 +452,35 @@ impl Reader {
                 _ => None,
             };
             if let Some(who) = refusal {
-                lock(&self.inbox).refused += 1;
+                self.outbox.send(Input::NotifyRefused);
                 if let Some(note) = limit.allow(now) {
                     warn!("refused a notify message from {who}{note}");
                 }
                 continue;
             }
             let m = parse(&buf[..len]);
-            let mut wake_loop = false;
-            let mut log_ready = None;
-            let mut log_status = false;
-            let mut log_extend_ignored = false;
-            {
-                let mut shared = lock(&self.inbox);
-                shared.received += 1;
-                if m.ready && shared.ready_after.is_none() {
-                    let after = now.duration_since(self.started);
-                    shared.ready_after = Some(after);
-                    log_ready = Some(after);
-                }
-                if let Some(status) = m.status {
-                    log_status = shared.set_status(status);
-                }
-                if m.drained {
-                    shared.drained_at = Some(now);
-                    // Before the stop the word counts for nothing: a flood
-                    // of it must not spin the event loop.
-                    wake_loop |= shared.stopping;
-                }
-                if let Some(by) = m.extend {
-                    if shared.stopping {
-                        let further = match shared.extend {
-                            Some((at, old)) => now + by > at + old,
-                            None => true,
-                        };
-                        if further {
-                            shared.extend = Some((now, by));
-                        }
-                        wake_loop = true;
-                    } else {
-                        log_extend_ignored = true;
-                    }
-                }
-            }
-            if wake_loop {
-                wake();
-            }
+            let status_changed = m.status.is_some_and(|s| last.set_status(s));
+            self.outbox.send(Input::Notify(Note {
+                at: now,
+                ready: m.ready,
+                stopping: m.stopping,
+                drained: m.drained,
+                extend: m.extend,
+                status: m.status.map(|s| s[..s.len().min(STATUS_MAX)].to_vec()),
+            }));
             if let Some(r) = &mut relay {
                 r.pass(&m, &mut relay_buf);
             }
-            // Logging last: the loop already has what matters.
-            if let Some(after) = log_ready {
-                info!(
-                    "app is ready (READY=1), {} ms after start",
-                    crate::supervisor::millis(after)
-                );
-            }
-            // The limiter first: a suppressed line costs no allocation.
-            if log_status {
-                if let Some(note) = limit.allow(now) {
-                    // Not under the lock: a slow log pipe must not hold it.
-                    let status = lock(&self.inbox).status();
-                    if let Some(status) = status {
-                        info!("app status: {status}{note}");
-                    }
+            // Logging last: the loop already has what matters. The limiter
+            // first: a suppressed line costs no allocation.
+            if status_changed {
+                if let (Some(note), Some(status)) = (limit.allow(now), last.status()) {
+                    info!("app status: {status}{note}");
                 }
             }
             if m.stopping && !said_stopping {
                 said_stopping = true;
                 info!("app is stopping (STOPPING=1)");
-            }
-            if log_extend_ignored && !said_extend_ignored {
-                said_extend_ignored = true;
-                debug!("EXTEND_TIMEOUT_USEC outside a stop ignored (said once)");
             }
             if let (Some(name), false) = (m.unknown, said_unknown) {
                 said_unknown = true;
@@ -676,6 +496,7 @@ impl Reader {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::proto::notify_msg::parse_access;
 
     #[test]
     fn each_word() {
@@ -777,7 +598,7 @@ mod tests {
 
     #[test]
     fn status_is_cut_and_change_detected() {
-        let mut s = Shared::default();
+        let mut s = Status::default();
         assert!(s.set_status(b"one"));
         assert!(!s.set_status(b"one"));
         assert!(s.set_status(&[b'x'; 1000]));

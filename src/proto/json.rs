@@ -69,8 +69,8 @@ mod tests {
             "{}",
             "[0,1,[2,3],{\"a\":[4]}]",
             "{\"a,[{\":\"\\\",[\",\"b\":{\"c\":[1,2,3]}}",
-            include_str!("../tests/fixtures/ecs/task-v4.json"),
-            include_str!("../tests/fixtures/ecs/container-v4.json"),
+            include_str!("../../tests/fixtures/ecs/task-v4.json"),
+            include_str!("../../tests/fixtures/ecs/container-v4.json"),
         ] {
             let value: Value = serde_json::from_str(body).unwrap();
             assert!(count_values(body.as_bytes()) >= exact(&value), "{body}");

@@ -1,166 +1,17 @@
-//! Amazon ECS: parsing the task metadata (v4/v3) and task-protection
-//! bodies (pure functions), the state of the metadata watch that turns
+//! Amazon ECS policy: the state of the metadata watch that turns
 //! `DesiredStatus: STOPPED` into a stop, and the scale-in protection state
 //! machine that keeps protection on while the app is busy.
 
 use std::time::{Duration, Instant};
 
 use log::{info, warn};
-use serde_json::{json, Value};
 
-use crate::http::{status_class, Failure, Response};
-use crate::logging::escape;
-
-/// What drainit needs from `${ECS_CONTAINER_METADATA_URI_V4}/task`.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Task {
-    pub task_arn: String,
-    pub family: String,
-    pub revision: String,
-    pub launch_type: String,
-    pub desired_status: String,
-    /// (DockerId, Name, DesiredStatus) of each container.
-    pub containers: Vec<(String, String, String)>,
-}
-
-/// This container, from `${ECS_CONTAINER_METADATA_URI_V4}`.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Container {
-    pub docker_id: String,
-    pub name: String,
-}
-
-fn text(value: &Value, key: &str) -> String {
-    value
-        .get(key)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string()
-}
-
-fn object(body: &[u8]) -> Result<Value, String> {
-    let value = crate::json::parse(body).map_err(|e| format!("malformed JSON ({e})"))?;
-    if !value.is_object() {
-        return Err("expected a JSON object".into());
-    }
-    Ok(value)
-}
-
-pub fn parse_task(body: &[u8]) -> Result<Task, String> {
-    let value = object(body)?;
-    let desired_status = text(&value, "DesiredStatus");
-    if desired_status.is_empty() {
-        return Err("no DesiredStatus in the task metadata".into());
-    }
-    let containers = value
-        .get("Containers")
-        .and_then(Value::as_array)
-        .map(|all| {
-            all.iter()
-                .map(|c| {
-                    (
-                        text(c, "DockerId"),
-                        text(c, "Name"),
-                        text(c, "DesiredStatus"),
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    Ok(Task {
-        task_arn: text(&value, "TaskARN"),
-        family: text(&value, "Family"),
-        revision: text(&value, "Revision"),
-        launch_type: text(&value, "LaunchType"),
-        desired_status,
-        containers,
-    })
-}
-
-pub fn parse_container(body: &[u8]) -> Result<Container, String> {
-    let value = object(body)?;
-    let container = Container {
-        docker_id: text(&value, "DockerId"),
-        name: text(&value, "Name"),
-    };
-    if container.docker_id.is_empty() && container.name.is_empty() {
-        return Err("no DockerId or Name in the container metadata".into());
-    }
-    Ok(container)
-}
-
-/// True when the task, or this container, is meant to stop.
-pub fn is_stopping(task: &Task, me: Option<&Container>) -> bool {
-    if task.desired_status == "STOPPED" {
-        return true;
-    }
-    let Some(me) = me else {
-        return false;
-    };
-    task.containers.iter().any(|(id, name, desired)| {
-        let mine = if me.docker_id.is_empty() {
-            *name == me.name
-        } else {
-            *id == me.docker_id
-        };
-        mine && desired == "STOPPED"
-    })
-}
-
-/// What the agent said to a task-protection PUT.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ProtectionAnswer {
-    /// `{"protection":{...}}`: applied; the expiration date if any.
-    Applied { expiration: Option<String> },
-    /// `{"failure":{"Reason":...}}`
-    Failure { reason: String },
-    /// `{"error":{"Code":...,"Message":...}}`
-    Error { code: String, message: String },
-    /// Anything else (429 text/plain from the rate limiter, garbage...).
-    Unexpected(String),
-}
-
-pub fn parse_protection_answer(status: u16, body: &[u8]) -> ProtectionAnswer {
-    let Ok(value) = crate::json::parse(body) else {
-        let text = String::from_utf8_lossy(body);
-        return ProtectionAnswer::Unexpected(format!(
-            "HTTP {status}: {}",
-            escape(text.trim(), 120)
-        ));
-    };
-    if let Some(p) = value.get("protection").filter(|p| p.is_object()) {
-        return ProtectionAnswer::Applied {
-            expiration: p
-                .get("ExpirationDate")
-                .and_then(Value::as_str)
-                .map(String::from),
-        };
-    }
-    if let Some(f) = value.get("failure").filter(|f| f.is_object()) {
-        return ProtectionAnswer::Failure {
-            reason: text(f, "Reason"),
-        };
-    }
-    if let Some(e) = value.get("error").filter(|e| e.is_object()) {
-        return ProtectionAnswer::Error {
-            code: text(e, "Code"),
-            message: text(e, "Message"),
-        };
-    }
-    ProtectionAnswer::Unexpected(format!(
-        "HTTP {status}: {}",
-        escape(&value.to_string(), 120)
-    ))
-}
-
-/// The PUT body for a protection state.
-pub fn protection_body(enabled: bool, minutes: u32) -> Value {
-    if enabled {
-        json!({"ProtectionEnabled": true, "ExpiresInMinutes": minutes})
-    } else {
-        json!({"ProtectionEnabled": false})
-    }
-}
+use crate::proto::ecs_body::{
+    is_stopping, parse_container, parse_protection_answer, parse_task, Container, ProtectionAnswer,
+    Task,
+};
+use crate::proto::http::{status_class, Failure, Response};
+use crate::util::text::escape;
 
 /// Logs each kind of endpoint failure once.
 #[derive(Debug, Default)]
@@ -170,7 +21,7 @@ pub struct Complaints {
 
 impl Complaints {
     pub fn once(&mut self, kind: &str, what: &str, message: &str) {
-        if crate::logging::first_time(&mut self.logged, kind) {
+        if crate::util::text::first_time(&mut self.logged, kind) {
             warn!("{what}: {message} (logged once per kind; polling goes on)");
         }
     }
@@ -375,9 +226,10 @@ impl Protection {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::proto::ecs_body::protection_body;
 
-    const TASK: &str = include_str!("../tests/fixtures/ecs/task-v4.json");
-    const CONTAINER: &str = include_str!("../tests/fixtures/ecs/container-v4.json");
+    const TASK: &str = include_str!("../../tests/fixtures/ecs/task-v4.json");
+    const CONTAINER: &str = include_str!("../../tests/fixtures/ecs/container-v4.json");
 
     #[test]
     fn parses_the_documented_task() {
@@ -503,25 +355,25 @@ mod tests {
 
     #[test]
     fn protection_answers() {
-        let ok = include_str!("../tests/fixtures/ecs/task-protection-ok.json");
+        let ok = include_str!("../../tests/fixtures/ecs/task-protection-ok.json");
         assert_eq!(
             parse_protection_answer(200, ok.as_bytes()),
             ProtectionAnswer::Applied {
                 expiration: Some("2022-10-06T02:29:16Z".into())
             }
         );
-        let failure = include_str!("../tests/fixtures/ecs/task-protection-failure.json");
+        let failure = include_str!("../../tests/fixtures/ecs/task-protection-failure.json");
         assert_eq!(
             parse_protection_answer(200, failure.as_bytes()),
             ProtectionAnswer::Failure {
                 reason: "TASK_NOT_VALID".into()
             }
         );
-        let denied = include_str!("../tests/fixtures/ecs/task-protection-access-denied.json");
+        let denied = include_str!("../../tests/fixtures/ecs/task-protection-access-denied.json");
         assert!(
             matches!(parse_protection_answer(400, denied.as_bytes()), ProtectionAnswer::Error { code, .. } if code == "AccessDeniedException")
         );
-        let timeout = include_str!("../tests/fixtures/ecs/task-protection-timeout.json");
+        let timeout = include_str!("../../tests/fixtures/ecs/task-protection-timeout.json");
         assert!(
             matches!(parse_protection_answer(500, timeout.as_bytes()), ProtectionAnswer::Error { code, .. } if code == "RequestCanceled")
         );

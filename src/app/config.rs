@@ -7,10 +7,13 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::cli::{self, RawArgs};
-use crate::http::{self, Target};
-use crate::sources::{self, Cmd};
-use crate::{drain, notify, signals};
+use crate::app::cli::{self, RawArgs};
+pub use crate::core::settings::{Config, EcsConfig, LogFormat, NotifyConfig, ProtectConfig};
+use crate::io::commands as sources;
+use crate::io::signals;
+use crate::proto::drain_body as drain;
+use crate::proto::http::{self, Target};
+use crate::proto::notify_msg as notify;
 
 /// The grace period when a drain option is set and `--grace` is not.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(25);
@@ -23,86 +26,6 @@ impl fmt::Display for UsageError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Config {
-    pub program: OsString,
-    pub args: Vec<OsString>,
-    pub subreaper: bool,
-    pub pdeathsig: Option<i32>,
-    pub verbosity: u8,
-    pub warn_on_reap: bool,
-    pub kill_process_group: bool,
-    /// Exit codes of the child reported as 0 (tini's `-e`).
-    pub remap_exit: Vec<u8>,
-    /// dumb-init's `-r FROM:TO`; TO = 0 drops the signal.
-    pub rewrite: Vec<(i32, i32)>,
-    /// `DRAINIT_LOG`: an env_logger-style filter that overrides the verbosity.
-    pub log_filter: Option<String>,
-    pub log_format: LogFormat,
-
-    /// Deadline from the start of a stop; None never escalates.
-    pub grace: Option<Duration>,
-    /// Received signals that begin a stop.
-    pub stop_signals: Vec<i32>,
-    pub pre_stop_delay: Duration,
-    /// Each `--stop-url`, with `--stop-method`.
-    pub stop_hooks: Vec<Target>,
-    /// Each `--drain-url`.
-    pub drain_urls: Vec<String>,
-    pub drain_field: String,
-    /// `--stop-exec`: commands run once when the stop hooks fire.
-    pub stop_execs: Vec<Cmd>,
-    /// `--hook-timeout`: longest wait for the hooks (the timeline also
-    /// keeps it under half the time left to the deadline).
-    pub hook_timeout: Duration,
-    /// `--drain-exec`: readiness by command.
-    pub drain_execs: Vec<Cmd>,
-    /// `--drain-timeout`: longest run of a drain command.
-    pub drain_timeout: Duration,
-    /// `--drain-file`: readiness by file.
-    pub drain_files: Vec<PathBuf>,
-    pub drain_interval: Duration,
-    pub ready_grace: Duration,
-    pub orphan_grace: Duration,
-    pub deadline_exit_code: u8,
-    pub exit_report: Option<PathBuf>,
-    /// Amazon ECS integration, when active.
-    pub ecs: Option<EcsConfig>,
-    /// `--notify`: receive the app's sd_notify messages.
-    pub notify: Option<NotifyConfig>,
-    /// `--grace-max`: how far extensions may move the deadline from t0
-    /// (equal to `grace` unless set).
-    pub grace_max: Option<Duration>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NotifyConfig {
-    /// `--notify-socket`: a file system path instead of an abstract name.
-    pub socket: Option<PathBuf>,
-    pub access: notify::Access,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EcsConfig {
-    /// `ECS_CONTAINER_METADATA_URI_V4` (or v3); None with `--ecs off`.
-    pub metadata_uri: Option<String>,
-    pub interval: Duration,
-    pub protect: Option<ProtectConfig>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProtectConfig {
-    pub agent_uri: String,
-    pub interval: Duration,
-    pub minutes: u32,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LogFormat {
-    Text,
-    Json,
 }
 
 /// What the command line asks for.
@@ -556,8 +479,8 @@ impl Config {
         if let Some(grace) = grace.filter(|g| pre_stop_delay >= *g) {
             return Err(UsageError(format!(
                 "--pre-stop-delay ({} ms) must be shorter than --grace ({} ms): the app would be killed before it got its stop signal",
-                crate::supervisor::millis(pre_stop_delay),
-                crate::supervisor::millis(grace)
+                crate::util::time::millis(pre_stop_delay),
+                crate::util::time::millis(grace)
             )));
         }
         // An explicit hook timeout must fit between the delay and the
@@ -566,9 +489,9 @@ impl Config {
             if pre_stop_delay + hook >= grace {
                 return Err(UsageError(format!(
                     "--pre-stop-delay ({} ms) + --hook-timeout ({} ms) must be shorter than --grace ({} ms)",
-                    crate::supervisor::millis(pre_stop_delay),
-                    crate::supervisor::millis(hook),
-                    crate::supervisor::millis(grace)
+                    crate::util::time::millis(pre_stop_delay),
+                    crate::util::time::millis(hook),
+                    crate::util::time::millis(grace)
                 )));
             }
         }
@@ -587,8 +510,8 @@ impl Config {
                         return Err(UsageError(format!(
                             "{} ({} ms) must not be below --grace ({} ms)",
                             s.origin,
-                            crate::supervisor::millis(max),
-                            crate::supervisor::millis(g)
+                            crate::util::time::millis(max),
+                            crate::util::time::millis(g)
                         )))
                     }
                     Some(_) => Some(max),
@@ -774,16 +697,6 @@ impl Config {
             interval,
             protect,
         }))
-    }
-
-    /// The signal actually forwarded for a received one (after `-r`);
-    /// `None` when a rewrite to 0 drops it.
-    pub fn rewritten(&self, signo: i32) -> Option<i32> {
-        match self.rewrite.iter().rev().find(|(from, _)| *from == signo) {
-            Some((_, 0)) => None,
-            Some((_, to)) => Some(*to),
-            None => Some(signo),
-        }
     }
 }
 

@@ -1,15 +1,15 @@
 //! The stop timeline as a pure state machine: it takes an event and the
 //! current instant and returns what to do (forward a signal, send a request,
-//! kill, exit). No clock, no syscall, no thread: the supervisor waits,
-//! performs the actions, and asks `next_timer` when to wake it. Requests in
+//! kill, exit). No clock, no syscall, no thread: the machine (`machine.rs`)
+//! performs the actions through the shell and keeps `timers` in its table. Requests in
 //! flight are tracked here by ticket, so a late or abandoned answer is
 //! recognised and none can be forgotten. The deadline is a value inside the
 //! machine, so later event sources can move it.
 
 use std::time::{Duration, Instant};
 
-use crate::exit::{Outcome, Trigger};
-use crate::reaper::Ended;
+use crate::core::outcome::{Ended, Outcome, Trigger};
+use crate::core::timers::{Timer, TIMELINE};
 
 /// What the timeline needs from the configuration.
 #[derive(Debug, Clone)]
@@ -263,21 +263,56 @@ impl Timeline {
         }
     }
 
+    /// The timeline's timers, by what each is for (None: not armed); the
+    /// core keeps them in its one timer table.
+    pub fn timers(&self) -> [(Timer, Option<Instant>); 7] {
+        let mut out = TIMELINE.map(|t| (t, None));
+        let phase = match self.phase {
+            Phase::PreStop { until } => Some((Timer::PreStop, until)),
+            Phase::Hook { give_up_at, .. } => Some((Timer::Hook, give_up_at)),
+            Phase::Draining {
+                next_poll: Some(at),
+            } if self.poll.is_none() => Some((Timer::Round, at)),
+            Phase::Ready { kill_at } => Some((Timer::ReadyKill, kill_at)),
+            Phase::OrphanGrace { until, .. } => Some((Timer::OrphanGrace, until)),
+            _ => None,
+        };
+        for (timer, at) in &mut out {
+            *at = match *timer {
+                Timer::Deadline => self.deadline_armed(),
+                Timer::Watchdog => self.watchdog_armed(),
+                t => phase.filter(|(p, _)| *p == t).map(|(_, at)| at),
+            };
+        }
+        out
+    }
+
     /// The next moment something is due without an event; None: sleep
     /// until an event comes.
     pub fn next_timer(&self) -> Option<Instant> {
-        let phase = match self.phase {
-            Phase::PreStop { until } => Some(until),
-            Phase::Hook { give_up_at, .. } => Some(give_up_at),
-            Phase::Draining { next_poll } if self.poll.is_none() => next_poll,
-            Phase::Ready { kill_at } => Some(kill_at),
-            Phase::OrphanGrace { until, .. } => Some(until),
-            _ => None,
-        };
-        [phase, self.deadline_armed(), self.watchdog_armed()]
-            .into_iter()
-            .flatten()
-            .min()
+        self.timers().into_iter().filter_map(|(_, at)| at).min()
+    }
+
+    /// Takes over a stop another timeline began (after a panic of the
+    /// event loop): same start, same deadline, extensions included; the
+    /// app gets its stop signal now unless it already had it. No hook, no
+    /// delay and no poll follow: the deadline is what is left to keep.
+    pub fn resume(&mut self, now: Instant, stop: Stop, signal_sent: bool, out: &mut Vec<Action>) {
+        if self.phase != Phase::Running {
+            return;
+        }
+        self.stop = Some(Stop {
+            signalled: signal_sent,
+            absorb: None,
+            ..stop
+        });
+        if signal_sent {
+            self.signalled_at = Some(now);
+            self.phase = Phase::Draining { next_poll: None };
+        } else {
+            self.send_stop_signal(now, out);
+        }
+        self.on_time(now, out);
     }
 
     /// Feeds one event; returns the actions to perform, in order.

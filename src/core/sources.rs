@@ -1,140 +1,30 @@
-//! Drain sources and stop hooks beyond one HTTP request: commands
-//! (`--stop-exec`, `--drain-exec`) and files (`--drain-file`). Parsing and
-//! validating a command, starting one in its own process group, checking a
-//! drain file, and the pure bookkeeping of rounds and hooks: which source
-//! answered what, when a round or the hooks are over, and what the exit
-//! report says about each source. The supervisor does the waiting; the one
-//! reaper hands it the status of every command it started.
+//! Drain sources and stop hooks as bookkeeping: the sources a run polls
+//! (URLs, commands, files), rounds over them, which source answered what,
+//! when a round or the hooks are over, and what the exit report says about
+//! each source. Pure: starting commands and reading files is `io::commands`.
 
-use std::io;
-use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{json, Value};
 
-use crate::timeline::Ticket;
+use crate::core::event::Answer;
+use crate::core::outcome::Ended;
+use crate::core::settings::Cmd;
 
-/// The search path when `PATH` is unset, as execvp and shells use.
-const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+use crate::core::timeline::Ticket;
+use crate::util::signame::signal_name;
+use crate::util::time::millis;
 
 /// Filesystem timestamps come from a coarse clock (one tick behind the one
 /// drainit reads), so a file written just after the stop began may carry a
 /// time slightly before it; this much earlier still counts.
 pub const MTIME_SLACK: Duration = Duration::from_millis(20);
 
-/// A command as the operator wrote it, split into words, its program found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Cmd {
-    /// As typed (for logs, the exit report and duplicate detection).
-    pub text: String,
-    /// The words, the first as typed (it becomes argv[0]).
-    pub argv: Vec<String>,
-    /// The program to exec, resolved against `PATH` once at start.
-    pub program: PathBuf,
-}
-
-/// Splits `text` with shell quoting rules (no shell: no variables, globs or
-/// pipes) and finds its program on `path` (`PATH`, or the default).
-pub fn parse_command(text: &str, path: Option<&str>) -> Result<Cmd, String> {
-    let argv = shlex::split(text).ok_or("unclosed quote or trailing backslash")?;
-    let Some(first) = argv.first() else {
-        return Err("empty command".into());
-    };
-    if first.is_empty() {
-        return Err("empty program name".into());
-    }
-    let program = if first.contains('/') {
-        let p = PathBuf::from(first);
-        check_executable(&p)?;
-        p
-    } else {
-        find_program(first, path.unwrap_or(DEFAULT_PATH))?
-    };
-    Ok(Cmd {
-        text: text.trim().to_string(),
-        argv,
-        program,
-    })
-}
-
-fn check_executable(path: &Path) -> Result<(), String> {
-    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
-        return Err(format!("{} is not an executable file", path.display()));
-    }
-    Ok(())
-}
-
-fn find_program(name: &str, path: &str) -> Result<PathBuf, String> {
-    let mut not_executable = None;
-    for dir in path.split(':') {
-        // An empty entry means the current directory, as for execvp.
-        let candidate = Path::new(if dir.is_empty() { "." } else { dir }).join(name);
-        match check_executable(&candidate) {
-            Ok(()) => return Ok(candidate),
-            Err(e) if candidate.exists() => not_executable = Some(e),
-            Err(_) => {}
-        }
-    }
-    Err(not_executable.unwrap_or_else(|| format!("program {name:?} not found in PATH")))
-}
-
-/// Starts `cmd` in its own process group (pgid = its pid), stdin from
-/// /dev/null, stdout and stderr to drainit's stderr, with a clean signal
-/// state: an empty mask and SIGPIPE at its default. The standard library
-/// does neither (measured: a command inherited drainit's full mask, and
-/// glibc's `posix_spawn`, which it uses, set 32 and 33 to SIG_IGN), so the
-/// start goes through fork and exec with a step of our own. The reaper
-/// collects it.
-pub fn start(cmd: &Cmd) -> io::Result<i32> {
-    let mut command = std::process::Command::new(&cmd.program);
-    command
-        .arg0(&cmd.argv[0])
-        .args(&cmd.argv[1..])
-        .process_group(0)
-        .stdin(Stdio::null())
-        .stdout(io::stderr())
-        .stderr(io::stderr());
-    // SAFETY: runs between fork and exec and makes only async-signal-safe
-    // calls (sigemptyset, rt_sigprocmask, signal).
-    unsafe {
-        command.pre_exec(|| {
-            let mut none: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut none);
-            crate::signals::raw_sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut())?;
-            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-            Ok(())
-        });
-    }
-    // Dropping the handle neither waits nor kills: the reaper owns it.
-    Ok(command.spawn()?.id() as i32)
-}
-
-/// SIGKILL to a command's process group (its leader's pid), and what it
-/// left behind there. ESRCH (nothing left) is fine.
-pub fn kill_group(pgid: i32) {
-    // SAFETY: kill has no memory effects; a negative pid names a group,
-    // which cannot be reused while any member of it is alive.
-    unsafe { libc::kill(-pgid, libc::SIGKILL) };
-}
-
-/// What a drain file says: present and written during this stop.
-pub fn check_file(path: &Path, stop_began: SystemTime) -> Answer {
-    match std::fs::metadata(path).and_then(|m| m.modified()) {
-        Ok(mtime) if written_during_stop(mtime, stop_began) => Answer::Ready,
-        Ok(_) => Answer::NotReady("older than the stop".into()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Answer::NotReady("absent".into()),
-        Err(e) => Answer::NotReady(format!("cannot read: {e}")),
-    }
-}
-
 /// The file's time, with the clock slack, is not before the stop. Checked
 /// arithmetic: an app can set any mtime (`touch -d`, `utimensat` up to the
 /// file system's limit), and `SystemTime + Duration` panics on overflow.
-fn written_during_stop(mtime: SystemTime, stop_began: SystemTime) -> bool {
+pub fn written_during_stop(mtime: SystemTime, stop_began: SystemTime) -> bool {
     mtime
         .checked_add(MTIME_SLACK)
         .map_or(true, |late| late >= stop_began)
@@ -168,17 +58,13 @@ impl Probe {
 
 /// What a command run said, from how it ended: exit 0 is ready; killed
 /// for running too long is no answer; anything else is not ready.
-pub fn run_answer(ended: crate::reaper::Ended, timed_out: Option<Duration>) -> Answer {
-    use crate::reaper::Ended;
+pub fn run_answer(ended: Ended, timed_out: Option<Duration>) -> Answer {
     match (timed_out, ended) {
-        (Some(after), _) => Answer::NoAnswer(format!(
-            "killed after {} ms",
-            crate::supervisor::millis(after)
-        )),
+        (Some(after), _) => Answer::NoAnswer(format!("killed after {} ms", millis(after))),
         (None, Ended::Exited(0)) => Answer::Ready,
         (None, Ended::Exited(code)) => Answer::NotReady(format!("exit {code}")),
         (None, Ended::Signaled(signo)) => {
-            Answer::NotReady(format!("killed by {}", crate::signals::signal_name(signo)))
+            Answer::NotReady(format!("killed by {}", signal_name(signo)))
         }
     }
 }
@@ -197,31 +83,6 @@ impl Kind {
             Kind::Url => "url",
             Kind::Exec => "exec",
             Kind::File => "file",
-        }
-    }
-}
-
-/// One answer of one source.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Answer {
-    Ready,
-    /// A definite "not yet" (a status, an exit code, a missing file).
-    NotReady(String),
-    /// No answer at all (refused, timed out, failed to start): for task
-    /// protection neither busy nor idle.
-    NoAnswer(String),
-}
-
-impl Answer {
-    pub fn is_ready(&self) -> bool {
-        *self == Answer::Ready
-    }
-
-    fn summary(&self) -> String {
-        match self {
-            Answer::Ready => "ready".into(),
-            Answer::NotReady(why) => format!("not ready: {why}"),
-            Answer::NoAnswer(why) => format!("no answer: {why}"),
         }
     }
 }
@@ -382,39 +243,6 @@ pub fn run_timeout(limit: Duration, deadline: Option<Instant>, now: Instant) -> 
 mod tests {
     use super::*;
 
-    fn bin_sh() -> Option<&'static str> {
-        Some("/usr/bin:/bin")
-    }
-
-    #[test]
-    fn commands_split_with_shell_quoting() {
-        let c = parse_command("sh -c 'echo \"a b\"; exit 3'", bin_sh()).unwrap();
-        assert_eq!(c.argv, ["sh", "-c", "echo \"a b\"; exit 3"]);
-        assert!(c.program.ends_with("sh"));
-        let c = parse_command("true a\\ b \"c d\"", bin_sh()).unwrap();
-        assert_eq!(c.argv, ["true", "a b", "c d"]);
-        let c = parse_command("/bin/true", None).unwrap();
-        assert_eq!(c.program, PathBuf::from("/bin/true"));
-    }
-
-    #[test]
-    fn bad_commands_are_refused_with_a_reason() {
-        for (text, needle) in [
-            ("", "empty command"),
-            ("   ", "empty command"),
-            ("sh -c 'echo", "unclosed quote"),
-            ("echo \"x", "unclosed quote"),
-            ("no-such-program-drainit", "not found"),
-            ("/no/such/program", "No such file"),
-            ("/etc/passwd", "not an executable"),
-            ("/tmp", "not an executable"),
-            ("''", "empty program"),
-        ] {
-            let e = parse_command(text, bin_sh()).unwrap_err();
-            assert!(e.contains(needle), "{text:?}: {e}");
-        }
-    }
-
     fn t(n: u32) -> Ticket {
         Ticket::for_test(n)
     }
@@ -505,24 +333,6 @@ mod tests {
         assert!(written_during_stop(far, stop));
         assert!(!written_during_stop(SystemTime::UNIX_EPOCH, stop));
         assert!(written_during_stop(stop - MTIME_SLACK, stop));
-    }
-
-    #[test]
-    fn drain_files_count_only_from_the_stop_on() {
-        let dir = std::env::temp_dir().join(format!("drainit-src-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let file = dir.join("drained");
-        let _ = std::fs::remove_file(&file);
-        let began = SystemTime::now();
-        assert!(!check_file(&file, began).is_ready(), "absent");
-        std::fs::write(&file, b"").unwrap();
-        assert!(check_file(&file, began).is_ready());
-        let later = SystemTime::now() + Duration::from_secs(60);
-        assert_eq!(
-            check_file(&file, later),
-            Answer::NotReady("older than the stop".into())
-        );
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -8,8 +8,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
-use crate::exit::SpawnFailure;
-use crate::signals::{add_raw, Inherited};
+use crate::core::outcome::SpawnFailure;
+use crate::io::signals::{add_raw, Inherited};
 
 /// A child that could not be started, with the OS error for the log.
 #[derive(Debug)]
@@ -110,7 +110,7 @@ fn spawn_posix(
     // musl's posix_spawn restores the caller's mask through
     // `pthread_sigmask`, which drops the reserved numbers (32-34) from the
     // mask it saved: block them again, or a `kill -33` would end drainit.
-    crate::signals::block_handled();
+    crate::io::signals::block_handled();
     if rc != 0 {
         return Err(spawn_error(io::Error::from_raw_os_error(rc)));
     }

@@ -1,0 +1,125 @@
+//! drainit's entry point: parse and validate the command line, set up
+//! logging and the process, run the supervisor, and map its one `Outcome`
+//! to the exit code. This is the only place drainit's exit status is decided.
+
+use std::process::ExitCode;
+
+use clap::error::ErrorKind;
+use clap::FromArgMatches;
+use log::{debug, warn};
+
+use crate::app::cli::RawArgs;
+use crate::app::config::{Config, Request};
+use crate::app::logging;
+use crate::core::outcome::{self as exit, ExitPolicy, Outcome, RunSummary, SpawnFailure};
+use crate::io::signals;
+use crate::shell::supervisor;
+
+const USAGE_ERROR: u8 = 2;
+const LICENSE: &str = include_str!("../../LICENSE");
+
+/// The whole program after start-up: parse, validate, supervise, exit.
+pub fn main() -> ExitCode {
+    // Before any thread starts: request threads' panics are contained.
+    crate::io::http::install_panic_hook();
+    let parsed = crate::app::cli::command()
+        .try_get_matches()
+        .and_then(|matches| RawArgs::from_arg_matches(&matches));
+    let raw = match parsed {
+        Ok(raw) => raw,
+        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
+            print_quietly(&e.to_string());
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or("invalid arguments");
+            eprintln!(
+                "drainit: {} (see drainit --help)",
+                first.trim_start_matches("error: ")
+            );
+            return ExitCode::from(USAGE_ERROR);
+        }
+    };
+    let config = match Config::from_raw(raw, &|name| std::env::var_os(name)) {
+        Ok(Request::Run(config)) => config,
+        Ok(Request::License) => {
+            print_quietly(LICENSE);
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("drainit: {e}");
+            return ExitCode::from(USAGE_ERROR);
+        }
+    };
+    logging::init(&config);
+    let policy = ExitPolicy {
+        remap_to_zero: config.remap_exit.clone(),
+        deadline_code: config.deadline_exit_code,
+    };
+    let (outcome, summary) = match prepare_process(&config) {
+        Ok((handled, inherited)) => supervisor::run(&config, handled, inherited),
+        Err(e) => {
+            log::error!("{e}");
+            (
+                Outcome::SpawnFailed(SpawnFailure::Other),
+                RunSummary::default(),
+            )
+        }
+    };
+    let code = outcome.exit_code(&policy);
+    // The report is built only when someone reads it: a plain tini-style
+    // run with no stop and no --exit-report skips it.
+    if config.exit_report.is_some() || summary.stop_trigger.is_some() {
+        let report = exit::report(&outcome, code, &summary);
+        if let Some(path) = &config.exit_report {
+            if let Err(e) = std::fs::write(path, format!("{report}\n")) {
+                warn!("cannot write the exit report to {}: {e}", path.display());
+            }
+        }
+        if summary.stop_trigger.is_some() {
+            log::info!(target: logging::REPORT_TARGET, "{report}");
+        }
+    }
+    ExitCode::from(code)
+}
+
+/// Help, version and license text: a reader that went away (`drainit
+/// --help | head -1`) is not an error worth a panic or a message.
+fn print_quietly(text: &str) {
+    use std::io::Write;
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+    let _ = std::io::stdout().lock().flush();
+}
+
+/// Process-wide set-up before the child starts; failing here is still safe.
+fn prepare_process(
+    config: &Config,
+) -> Result<(signals::Handled, &'static signals::Inherited), String> {
+    if let Some(signo) = config.pdeathsig {
+        // SAFETY: prctl with integer arguments.
+        if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, signo as libc::c_ulong) } != 0 {
+            return Err(format!(
+                "cannot set the parent-death signal: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+    }
+    // Not PID 1: orphans would go to the real init and stay zombies there
+    // from our point of view, so become their reaper (as catatonit does)
+    // instead of only warning like tini.
+    let pid1 = std::process::id() == 1;
+    if config.subreaper || !pid1 {
+        // SAFETY: prctl with integer arguments.
+        if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong) } != 0 {
+            let e = std::io::Error::last_os_error();
+            if config.subreaper {
+                return Err(format!("cannot register as a child subreaper: {e}"));
+            }
+            warn!("not PID 1 and cannot register as a child subreaper ({e}): orphans will not be reaped by drainit");
+        } else {
+            debug!("registered as a child subreaper");
+        }
+    }
+    signals::install().map_err(|e| format!("cannot set up signal handling: {e}"))
+}

@@ -1,0 +1,6 @@
+//! The program: options, validated configuration, logging, `main`.
+
+pub mod cli;
+pub mod config;
+pub mod logging;
+pub mod main;

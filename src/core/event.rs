@@ -1,0 +1,138 @@
+//! Everything that can happen to a run, as the core hears it: one `Input`
+//! enum for signals, reaped processes, request results, command runs,
+//! notify messages and the passing of time, and the `Token` that ties a
+//! request or a command run to the answer that comes back for it.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use crate::core::outcome::Ended;
+use crate::core::settings::Cmd;
+use crate::proto::http::{Failure, Response, Target};
+
+/// Names one request or command run the core asked for; its answer comes
+/// back with it. Never reused within a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Token(pub u32);
+
+/// What the notify reader saw in one accepted datagram, parsed; the core
+/// decides what it means for the stop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Note {
+    /// When the reader received it.
+    pub at: Instant,
+    pub ready: bool,
+    pub stopping: bool,
+    /// `X_DRAINIT_READY_FOR_TERMINATION=1`.
+    pub drained: bool,
+    pub extend: Option<Duration>,
+    /// `STATUS=` text, already cut to `notify_msg::STATUS_MAX` bytes.
+    pub status: Option<Vec<u8>>,
+}
+
+/// One thing that happened.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Input {
+    /// A signal another process sent (never SIGCHLD, never drainit's own).
+    Signal(i32),
+    /// The main child ended.
+    ChildExited(Ended),
+    /// A command the core started ended.
+    RunEnded {
+        token: Token,
+        ended: Ended,
+    },
+    /// A command could not be started.
+    RunFailed {
+        token: Token,
+    },
+    /// Any other process was reaped (an orphan re-parented to drainit).
+    OrphanReaped {
+        pid: i32,
+    },
+    /// The reaper found no child at all.
+    NoneLeft,
+    /// A request came back.
+    Http {
+        token: Token,
+        result: Result<Response, Failure>,
+    },
+    /// A drain file was looked at.
+    File {
+        token: Token,
+        answer: Answer,
+    },
+    /// The escalation's SIGKILL reached neither the group nor the child.
+    KillFailed,
+    /// `TerminateOthers` found no other process to signal.
+    OthersGone,
+    /// An accepted notify message.
+    Notify(Note),
+    /// A notify message refused (its sender), or dropped (too long).
+    NotifyRefused,
+    NotifyDropped,
+    /// The notify reader read everything sent before drainit's own flush
+    /// marker (at exit, so the report counts the last messages).
+    NotifyFlushed,
+    /// Nothing but time: fire the timers that are due.
+    Timeout,
+}
+
+/// What the core asks the shell to do, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Send `signo` (already rewritten) to the child, or to its process
+    /// group when `group`; `stop` marks the stop signal itself.
+    Forward { signo: i32, group: bool, stop: bool },
+    /// SIGKILL to the child's process group and to the child; answer
+    /// `KillFailed` if the child's own kill fails.
+    KillChild,
+    /// SIGTERM to every other process; answer `OthersGone` if there is none.
+    TerminateOthers,
+    /// Start a request; answer `Http` with the token.
+    Send {
+        token: Token,
+        target: Target,
+        body: Option<Vec<u8>>,
+        timeout: Duration,
+    },
+    /// Start a command in its own process group; answer `RunEnded` when it
+    /// is reaped, or `RunFailed` now.
+    StartRun { token: Token, cmd: Cmd },
+    /// SIGKILL to a command's process group.
+    KillRun(Token),
+    /// Look at a drain file: ready when written since the stop began at
+    /// `since`; answer `File`.
+    CheckFile {
+        token: Token,
+        path: PathBuf,
+        since: Instant,
+    },
+    /// The run is over: the shell writes the report and exits.
+    Exit,
+}
+
+/// One answer of one source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    Ready,
+    /// A definite "not yet" (a status, an exit code, a missing file).
+    NotReady(String),
+    /// No answer at all (refused, timed out, failed to start): for task
+    /// protection neither busy nor idle.
+    NoAnswer(String),
+}
+
+impl Answer {
+    pub fn is_ready(&self) -> bool {
+        *self == Answer::Ready
+    }
+
+    pub fn summary(&self) -> String {
+        match self {
+            Answer::Ready => "ready".into(),
+            Answer::NotReady(why) => format!("not ready: {why}"),
+            Answer::NoAnswer(why) => format!("no answer: {why}"),
+        }
+    }
+}

@@ -1,0 +1,509 @@
+//! The machine on a fake clock: what moved out of the event loop (stale
+//! answers, the ready word, ECS protection and watch decisions, command
+//! runs and their timers) and the fallback that takes a stop over.
+
+use super::*;
+use crate::core::event::Note;
+use crate::core::settings::Cmd;
+use crate::core::settings::{EcsConfig, LogFormat, NotifyConfig, ProtectConfig};
+use crate::proto::notify_msg::Access;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+const TERM: i32 = libc::SIGTERM;
+const CHILD: i32 = 4242;
+
+fn t(ms: u64) -> Instant {
+    static ORIGIN: OnceLock<Instant> = OnceLock::new();
+    *ORIGIN.get_or_init(Instant::now) + Duration::from_millis(ms)
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// grace 10 s, rounds every 1 s, ready grace 2 s, nothing else.
+fn config() -> Config {
+    Config {
+        program: "app".into(),
+        args: Vec::new(),
+        subreaper: false,
+        pdeathsig: None,
+        verbosity: 1,
+        warn_on_reap: false,
+        kill_process_group: false,
+        remap_exit: Vec::new(),
+        rewrite: Vec::new(),
+        log_filter: None,
+        log_format: LogFormat::Text,
+        grace: Some(ms(10_000)),
+        stop_signals: vec![TERM, libc::SIGINT],
+        pre_stop_delay: Duration::ZERO,
+        stop_hooks: Vec::new(),
+        drain_urls: Vec::new(),
+        drain_field: "/readyForTermination".into(),
+        stop_execs: Vec::new(),
+        hook_timeout: ms(1_000),
+        drain_execs: Vec::new(),
+        drain_timeout: ms(5_000),
+        drain_files: Vec::new(),
+        drain_interval: ms(1_000),
+        ready_grace: ms(2_000),
+        orphan_grace: Duration::ZERO,
+        deadline_exit_code: 124,
+        exit_report: None,
+        ecs: None,
+        notify: None,
+        grace_max: Some(ms(10_000)),
+    }
+}
+
+fn cmd(text: &str) -> Cmd {
+    Cmd {
+        text: text.into(),
+        argv: vec![text.into()],
+        program: PathBuf::from("/bin/true"),
+    }
+}
+
+fn json(body: &str) -> Result<Response, Failure> {
+    Ok(Response {
+        status: 200,
+        content_type: Some("application/json".into()),
+        body: body.as_bytes().to_vec(),
+    })
+}
+
+const READY: &str = r#"{"readyForTermination":true}"#;
+const BUSY: &str = r#"{"readyForTermination":false}"#;
+
+fn actions(m: &mut Machine<'_>) -> Vec<Action> {
+    std::iter::from_fn(|| m.poll_action()).collect()
+}
+
+/// The tokens of the requests among `actions`, with their URL.
+fn sends(actions: &[Action]) -> Vec<(Token, String)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Send { token, target, .. } => Some((*token, target.url.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn forwards(actions: &[Action]) -> Vec<(i32, bool)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Forward { signo, stop, .. } => Some((*signo, *stop)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn started(actions: &[Action]) -> Vec<Token> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::StartRun { token, .. } => Some(*token),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn idle_there_is_no_timer_and_a_signal_is_forwarded() {
+    let config = config();
+    let mut m = Machine::new(&config, CHILD, true, t(0));
+    assert_eq!(m.poll_timeout(), None, "idle: no wake-ups");
+    m.handle(t(5), Input::Signal(libc::SIGHUP));
+    assert_eq!(forwards(&actions(&mut m)), [(libc::SIGHUP, false)]);
+    assert_eq!(m.poll_timeout(), None);
+}
+
+#[test]
+fn a_stale_drain_answer_counts_for_nothing() {
+    let mut config = config();
+    config.drain_urls = vec!["http://app/drain".into()];
+    let mut m = Machine::new(&config, CHILD, true, t(0));
+    m.handle(t(0), Input::Signal(TERM));
+    let first = actions(&mut m);
+    assert_eq!(forwards(&first), [(TERM, true)]);
+    let (token, _) = sends(&first)[0];
+    // The deadline passes before the answer: the round is abandoned.
+    m.handle(t(10_000), Input::Timeout);
+    assert!(actions(&mut m).contains(&Action::KillChild));
+    m.handle(
+        t(10_001),
+        Input::Http {
+            token,
+            result: json(READY),
+        },
+    );
+    assert!(actions(&mut m).is_empty(), "a late answer does nothing");
+    assert_eq!(m.summary().drain_polls, 0, "an abandoned round is no poll");
+    assert_eq!(m.summary().stop_to_ready_ms, None);
+    // An answer with a token never issued is ignored too.
+    m.handle(
+        t(10_002),
+        Input::Http {
+            token: Token(999),
+            result: json(READY),
+        },
+    );
+    assert!(actions(&mut m).is_empty());
+    m.handle(
+        t(10_003),
+        Input::ChildExited(Ended::Signaled(libc::SIGKILL)),
+    );
+    assert_eq!(m.outcome(), Some(Outcome::Deadline));
+}
+
+#[test]
+fn a_ready_answer_starts_the_ready_grace_and_the_report_counts_the_round() {
+    let mut config = config();
+    config.drain_urls = vec!["http://app/drain".into()];
+    let mut m = Machine::new(&config, CHILD, true, t(0));
+    m.handle(t(0), Input::Signal(TERM));
+    let (token, url) = sends(&actions(&mut m))[0].clone();
+    assert_eq!(url, "http://app/drain");
+    m.handle(
+        t(300),
+        Input::Http {
+            token,
+            result: json(BUSY),
+        },
+    );
+    assert!(actions(&mut m).is_empty());
+    assert_eq!(m.poll_timeout(), Some(t(1_000)), "the next round");
+    m.handle(t(1_000), Input::Timeout);
+    let (token, _) = sends(&actions(&mut m))[0].clone();
+    m.handle(
+        t(1_200),
+        Input::Http {
+            token,
+            result: json(READY),
+        },
+    );
+    assert_eq!(m.summary().stop_to_ready_ms, Some(1_200));
+    assert_eq!(
+        m.poll_timeout(),
+        Some(t(3_200)),
+        "ready grace, not the deadline"
+    );
+    m.handle(t(3_200), Input::Timeout);
+    assert!(actions(&mut m).contains(&Action::KillChild));
+    m.handle(t(3_201), Input::ChildExited(Ended::Signaled(libc::SIGKILL)));
+    assert_eq!(m.outcome(), Some(Outcome::Drained));
+    assert_eq!(m.summary().drain_polls, 2);
+}
+
+#[test]
+fn the_ready_word_drains_at_once_drops_the_round_and_kills_drain_commands() {
+    let mut config = config();
+    config.drain_urls = vec!["http://app/drain".into()];
+    config.drain_execs = vec![cmd("check")];
+    config.notify = Some(NotifyConfig {
+        socket: None,
+        access: Access::All,
+    });
+    let mut m = Machine::new(&config, CHILD, true, t(0));
+    let word = |at| {
+        Input::Notify(Note {
+            at,
+            ready: false,
+            stopping: false,
+            drained: true,
+            extend: None,
+            status: None,
+        })
+    };
+    // Before the stop signal went out, the word is ignored.
+    m.handle(t(10), word(t(10)));
+    assert!(actions(&mut m).is_empty());
+    m.handle(t(100), Input::Signal(TERM));
+    let round = actions(&mut m);
+    let (http, _) = sends(&round)[0].clone();
+    let run = started(&round)[0];
+    m.handle(t(400), word(t(400)));
+    let after = actions(&mut m);
+    assert!(after.contains(&Action::KillRun(run)), "{after:?}");
+    let summary = m.summary();
+    assert_eq!(summary.stop_to_ready_ms, Some(300));
+    assert_eq!(
+        summary.notify.as_ref().unwrap().stop_to_ready_word_ms,
+        Some(300)
+    );
+    assert_eq!(summary.notify.unwrap().received, 2);
+    // The round's late answers change nothing.
+    m.handle(
+        t(500),
+        Input::Http {
+            token: http,
+            result: json(BUSY),
+        },
+    );
+    m.handle(
+        t(500),
+        Input::RunEnded {
+            token: run,
+            ended: Ended::Signaled(libc::SIGKILL),
+        },
+    );
+    assert!(actions(&mut m).is_empty());
+    assert_eq!(
+        m.poll_timeout(),
+        Some(t(2_400)),
+        "ready grace from the word"
+    );
+}
+
+#[test]
+fn a_drain_command_past_its_time_is_killed_and_answers_no_answer_once() {
+    let mut config = config();
+    config.drain_execs = vec![cmd("slow")];
+    config.drain_timeout = ms(500);
+    let mut m = Machine::new(&config, CHILD, true, t(0));
+    m.handle(t(0), Input::Signal(TERM));
+    let run = started(&actions(&mut m))[0];
+    assert_eq!(m.poll_timeout(), Some(t(500)), "the run's kill time");
+    m.handle(t(700), Input::Timeout);
+    assert_eq!(actions(&mut m), [Action::KillRun(run)]);
+    m.handle(
+        t(710),
+        Input::RunEnded {
+            token: run,
+            ended: Ended::Signaled(libc::SIGKILL),
+        },
+    );
+    let report = m.summary().sources;
+    assert_eq!(
+        report[0]["last"], "no answer: killed after 500 ms",
+        "{report:?}"
+    );
+    assert_eq!(m.poll_timeout(), Some(t(1_000)), "the next round");
+}
+
+fn ecs_config(protect: bool) -> Config {
+    let mut config = config();
+    config.drain_urls = vec!["http://app/drain".into()];
+    config.ecs = Some(EcsConfig {
+        metadata_uri: Some("http://agent/v4/abc".into()),
+        interval: ms(5_000),
+        protect: protect.then(|| ProtectConfig {
+            agent_uri: "http://agent/api".into(),
+            interval: ms(10_000),
+            minutes: 60,
+        }),
+    });
+    config
+}
+
+fn put_state(actions: &[Action]) -> Option<(Token, String)> {
+    actions.iter().find_map(|a| match a {
+        Action::Send {
+            token,
+            target,
+            body: Some(body),
+            ..
+        } if target.method == "PUT" => Some((*token, String::from_utf8_lossy(body).into())),
+        _ => None,
+    })
+}
+
+#[test]
+fn protection_follows_the_app_and_ends_with_the_stop() {
+    let config = ecs_config(true);
+    let mut m = Machine::new(&config, CHILD, true, t(0));
+    let urls: Vec<String> = sends(&actions(&mut m))
+        .into_iter()
+        .map(|(_, u)| u)
+        .collect();
+    assert_eq!(urls, ["http://agent/v4/abc", "http://agent/v4/abc/task"]);
+    // The protection poll is due at once.
+    m.handle(t(0), Input::Timeout);
+    let (poll, url) = sends(&actions(&mut m))[0].clone();
+    assert_eq!(url, "http://app/drain");
+    m.handle(
+        t(50),
+        Input::Http {
+            token: poll,
+            result: json(BUSY),
+        },
+    );
+    let (put, body) = put_state(&actions(&mut m)).expect("a PUT");
+    assert!(body.contains("\"ProtectionEnabled\":true"), "{body}");
+    let applied = Ok(Response {
+        status: 200,
+        content_type: Some("application/json".into()),
+        body: br#"{"protection":{"ProtectionEnabled":true}}"#.to_vec(),
+    });
+    m.handle(
+        t(60),
+        Input::Http {
+            token: put,
+            result: applied,
+        },
+    );
+    // Busy again: nothing to send until renewal.
+    m.handle(t(10_000), Input::Timeout);
+    let polls = actions(&mut m);
+    let poll = sends(&polls)
+        .into_iter()
+        .find(|(_, u)| u == "http://app/drain")
+        .unwrap()
+        .0;
+    m.handle(
+        t(10_050),
+        Input::Http {
+            token: poll,
+            result: json(BUSY),
+        },
+    );
+    assert_eq!(put_state(&actions(&mut m)), None, "already on");
+    // Idle: off.
+    m.handle(t(20_000), Input::Timeout);
+    let polls = actions(&mut m);
+    let poll = sends(&polls)
+        .into_iter()
+        .find(|(_, u)| u == "http://app/drain")
+        .unwrap()
+        .0;
+    m.handle(
+        t(20_050),
+        Input::Http {
+            token: poll,
+            result: json(READY),
+        },
+    );
+    let (_, body) = put_state(&actions(&mut m)).expect("a PUT");
+    assert!(body.contains("\"ProtectionEnabled\":false"), "{body}");
+    // The stop ends the pollers: no ECS or protection timer remains.
+    m.handle(t(21_000), Input::Signal(TERM));
+    actions(&mut m);
+    assert_eq!(m.timers.get(Timer::EcsPoll), None);
+    assert_eq!(m.timers.get(Timer::ProtectPoll), None);
+}
+
+#[test]
+fn protection_leaves_the_state_alone_when_a_source_gives_no_answer() {
+    let config = ecs_config(true);
+    let mut m = Machine::new(&config, CHILD, true, t(0));
+    actions(&mut m);
+    m.handle(t(0), Input::Timeout);
+    let (poll, _) = sends(&actions(&mut m))[0].clone();
+    let refused = Err(Failure::new(crate::proto::http::Kind::Refused, "refused"));
+    m.handle(
+        t(50),
+        Input::Http {
+            token: poll,
+            result: refused,
+        },
+    );
+    assert_eq!(put_state(&actions(&mut m)), None);
+    assert_eq!(
+        m.timers.get(Timer::ProtectPoll),
+        Some(t(10_000)),
+        "polls go on"
+    );
+}
+
+#[test]
+fn ecs_stopped_begins_the_stop_and_the_platform_signal_is_absorbed_once() {
+    let config = ecs_config(false);
+    let mut m = Machine::new(&config, CHILD, true, t(0));
+    let task = sends(&actions(&mut m))
+        .into_iter()
+        .find(|(_, u)| u.ends_with("/task"))
+        .unwrap()
+        .0;
+    let body = r#"{"TaskARN":"arn","DesiredStatus":"STOPPED","Containers":[]}"#;
+    m.handle(
+        t(100),
+        Input::Http {
+            token: task,
+            result: json(body),
+        },
+    );
+    assert_eq!(forwards(&actions(&mut m)), [(TERM, true)]);
+    assert_eq!(m.summary().stop_trigger, Some(Trigger::Ecs));
+    assert_eq!(m.summary().ecs_task_arn.as_deref(), Some("arn"));
+    assert_eq!(
+        m.timers.get(Timer::EcsPoll),
+        None,
+        "no polls during the stop"
+    );
+    m.handle(t(200), Input::Signal(TERM));
+    assert!(forwards(&actions(&mut m)).is_empty(), "absorbed");
+    m.handle(t(300), Input::Signal(TERM));
+    assert_eq!(forwards(&actions(&mut m)), [(TERM, true)], "then forwarded");
+}
+
+#[test]
+fn the_fallback_sends_a_held_stop_signal_and_keeps_the_deadline() {
+    let mut config = config();
+    config.pre_stop_delay = ms(5_000);
+    config.drain_urls = vec!["http://app/drain".into()];
+    let mut old = Machine::new(&config, CHILD, true, t(0));
+    old.handle(t(1_000), Input::Signal(TERM));
+    assert!(
+        forwards(&actions(&mut old)).is_empty(),
+        "held for the delay"
+    );
+    // The loop failed: a fresh core takes over at 2 s.
+    let mut m = Machine::fallback(&config, &old, false, t(2_000));
+    assert_eq!(forwards(&actions(&mut m)), [(TERM, true)], "at once");
+    assert_eq!(m.deadline(), Some(t(11_000)), "the old stop's deadline");
+    assert_eq!(m.summary().stop_trigger, Some(Trigger::Signal(TERM)));
+    assert_eq!(m.poll_timeout(), Some(t(11_000)), "no rounds: no sources");
+    m.handle(t(11_000), Input::Timeout);
+    assert_eq!(actions(&mut m), [Action::KillChild]);
+    m.handle(
+        t(11_001),
+        Input::ChildExited(Ended::Signaled(libc::SIGKILL)),
+    );
+    assert_eq!(m.outcome(), Some(Outcome::Deadline));
+}
+
+#[test]
+fn the_fallback_does_not_resend_a_stop_signal_and_starts_a_stop_of_its_own() {
+    let config = config();
+    let mut old = Machine::new(&config, CHILD, true, t(0));
+    old.handle(t(1_000), Input::Signal(TERM));
+    actions(&mut old);
+    let mut m = Machine::fallback(&config, &old, true, t(1_500));
+    assert!(actions(&mut m).is_empty());
+    assert_eq!(m.deadline(), Some(t(11_000)));
+    m.handle(t(1_600), Input::Signal(TERM));
+    assert_eq!(
+        forwards(&actions(&mut m)),
+        [(TERM, true)],
+        "a second TERM goes on"
+    );
+    // With no stop before the panic, a stop signal begins one (--grace).
+    let fresh = Machine::new(&config, CHILD, true, t(0));
+    let mut m = Machine::fallback(&config, &fresh, false, t(3_000));
+    m.handle(t(3_000), Input::Signal(TERM));
+    assert_eq!(forwards(&actions(&mut m)), [(TERM, true)]);
+    assert_eq!(m.deadline(), Some(t(13_000)));
+    m.handle(t(4_000), Input::ChildExited(Ended::Exited(3)));
+    assert_eq!(m.outcome(), Some(Outcome::Exited(3)));
+}
+
+#[test]
+fn a_lost_child_status_ends_the_run_and_none_left_after_the_child_ends_it() {
+    let config = config();
+    let mut m = Machine::new(&config, CHILD, true, t(0));
+    m.handle(t(1), Input::NoneLeft);
+    assert_eq!(m.outcome(), Some(Outcome::Signaled(libc::SIGKILL)));
+    let mut config = config.clone();
+    config.orphan_grace = ms(5_000);
+    let mut m = Machine::new(&config, CHILD, true, t(0));
+    m.handle(t(1), Input::ChildExited(Ended::Exited(0)));
+    assert_eq!(actions(&mut m), [Action::TerminateOthers]);
+    m.handle(t(2), Input::OrphanReaped { pid: 77 });
+    m.handle(t(3), Input::NoneLeft);
+    assert_eq!(m.outcome(), Some(Outcome::Exited(0)));
+    assert_eq!(m.summary().orphans_reaped, 1);
+}

@@ -1,0 +1,14 @@
+//! Pure decisions: takes `now` as a value and never makes a syscall.
+
+pub mod drain;
+pub mod ecs;
+pub mod event;
+pub mod machine;
+pub mod notify;
+pub mod outcome;
+pub mod progress;
+pub mod settings;
+pub mod sources;
+pub mod timeline;
+pub mod timers;
+pub mod watch;

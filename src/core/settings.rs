@@ -1,0 +1,112 @@
+//! The settings a run goes by, validated: what `app::config` makes of the
+//! command line and the environment, and what the core and shell read.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::proto::http::Target;
+use crate::proto::notify_msg::Access;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    pub program: OsString,
+    pub args: Vec<OsString>,
+    pub subreaper: bool,
+    pub pdeathsig: Option<i32>,
+    pub verbosity: u8,
+    pub warn_on_reap: bool,
+    pub kill_process_group: bool,
+    /// Exit codes of the child reported as 0 (tini's `-e`).
+    pub remap_exit: Vec<u8>,
+    /// dumb-init's `-r FROM:TO`; TO = 0 drops the signal.
+    pub rewrite: Vec<(i32, i32)>,
+    /// `DRAINIT_LOG`: an env_logger-style filter that overrides the verbosity.
+    pub log_filter: Option<String>,
+    pub log_format: LogFormat,
+
+    /// Deadline from the start of a stop; None never escalates.
+    pub grace: Option<Duration>,
+    /// Received signals that begin a stop.
+    pub stop_signals: Vec<i32>,
+    pub pre_stop_delay: Duration,
+    /// Each `--stop-url`, with `--stop-method`.
+    pub stop_hooks: Vec<Target>,
+    /// Each `--drain-url`.
+    pub drain_urls: Vec<String>,
+    pub drain_field: String,
+    /// `--stop-exec`: commands run once when the stop hooks fire.
+    pub stop_execs: Vec<Cmd>,
+    /// `--hook-timeout`: longest wait for the hooks (the timeline also
+    /// keeps it under half the time left to the deadline).
+    pub hook_timeout: Duration,
+    /// `--drain-exec`: readiness by command.
+    pub drain_execs: Vec<Cmd>,
+    /// `--drain-timeout`: longest run of a drain command.
+    pub drain_timeout: Duration,
+    /// `--drain-file`: readiness by file.
+    pub drain_files: Vec<PathBuf>,
+    pub drain_interval: Duration,
+    pub ready_grace: Duration,
+    pub orphan_grace: Duration,
+    pub deadline_exit_code: u8,
+    pub exit_report: Option<PathBuf>,
+    /// Amazon ECS integration, when active.
+    pub ecs: Option<EcsConfig>,
+    /// `--notify`: receive the app's sd_notify messages.
+    pub notify: Option<NotifyConfig>,
+    /// `--grace-max`: how far extensions may move the deadline from t0
+    /// (equal to `grace` unless set).
+    pub grace_max: Option<Duration>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotifyConfig {
+    /// `--notify-socket`: a file system path instead of an abstract name.
+    pub socket: Option<PathBuf>,
+    pub access: Access,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EcsConfig {
+    /// `ECS_CONTAINER_METADATA_URI_V4` (or v3); None with `--ecs off`.
+    pub metadata_uri: Option<String>,
+    pub interval: Duration,
+    pub protect: Option<ProtectConfig>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProtectConfig {
+    pub agent_uri: String,
+    pub interval: Duration,
+    pub minutes: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+impl Config {
+    /// The signal actually forwarded for a received one (after `-r`);
+    /// `None` when a rewrite to 0 drops it.
+    pub fn rewritten(&self, signo: i32) -> Option<i32> {
+        match self.rewrite.iter().rev().find(|(from, _)| *from == signo) {
+            Some((_, 0)) => None,
+            Some((_, to)) => Some(*to),
+            None => Some(signo),
+        }
+    }
+}
+
+/// A command as the operator wrote it, split into words, its program found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cmd {
+    /// As typed (for logs, the exit report and duplicate detection).
+    pub text: String,
+    /// The words, the first as typed (it becomes argv[0]).
+    pub argv: Vec<String>,
+    /// The program to exec, resolved against `PATH` once at start.
+    pub program: PathBuf,
+}

@@ -1,0 +1,11 @@
+//! Mechanism without policy: the syscalls, sockets and threads.
+
+pub mod arena;
+pub mod commands;
+pub mod http;
+pub mod notify;
+pub mod procfs;
+pub mod reaper;
+pub mod signals;
+pub mod spawn;
+pub mod threads;

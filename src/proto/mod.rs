@@ -1,0 +1,8 @@
+//! Pure codecs: bytes in, values out; no I/O, fuzzed directly.
+
+pub mod drain_body;
+pub mod ecs_body;
+pub mod http;
+pub mod http_decoder;
+pub mod json;
+pub mod notify_msg;

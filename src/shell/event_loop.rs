@@ -1,0 +1,134 @@
+//! The event loop: one thread waits in `sigtimedwait` for the signals it
+//! blocked, with the core's next timer as its timeout; worker threads hand
+//! their results over the inbox and wake it with a thread-directed SIGCHLD.
+//! Every input goes to the core (`Machine::handle`); the actions that come
+//! back are performed by the executor, whose own answers are handed back
+//! in the next turn, never from inside an action.
+
+use std::time::{Duration, Instant};
+
+use log::debug;
+
+use crate::core::event::Input;
+use crate::core::machine::Machine;
+use crate::core::outcome::{Ended, Outcome, Trigger};
+use crate::io::reaper;
+use crate::io::signals::{Handled, Received};
+use crate::io::threads::Inbox;
+use crate::shell::executor::Executor;
+use crate::util::signame::signal_name;
+
+/// What the loop knows outside the core, for a fallback after a panic.
+#[derive(Debug, Default)]
+pub struct Shell {
+    /// The signal being handled, until the core has it.
+    pub in_hand: Option<Received>,
+    /// The main child's status, as soon as it was reaped.
+    pub child_status: Option<Ended>,
+    /// The core's deadline after its last turn.
+    pub deadline: Option<Instant>,
+    /// What began the stop, when only the fallback's last resort knows.
+    pub trigger: Option<Trigger>,
+    /// A signal drainit raised itself was already reported.
+    own_signal_seen: bool,
+}
+
+/// The loop: perform what the core asks, hand it what the shell answered,
+/// then wait for a signal, a worker's result or the next timer. `primary`:
+/// the first core of the run (the fallback's core skips notify messages).
+pub fn drive(
+    machine: &mut Machine<'_>,
+    exec: &mut Executor<'_>,
+    signals: &Handled,
+    inbox: &Inbox,
+    shell: &mut Shell,
+    primary: bool,
+) -> Outcome {
+    loop {
+        while let Some(action) = machine.poll_action() {
+            exec.execute(action);
+        }
+        if let Some(outcome) = machine.outcome() {
+            return outcome;
+        }
+        if let Some(input) = exec.answers.pop_front() {
+            machine.handle(Instant::now(), input);
+            shell.deadline = machine.deadline();
+            continue;
+        }
+        let timeout = machine
+            .poll_timeout()
+            .map(|at| at.saturating_duration_since(Instant::now()));
+        if timeout != Some(Duration::ZERO) {
+            if let Some(received) = signals.wait(timeout) {
+                on_signal(machine, exec, shell, received, primary);
+            }
+        }
+        // Finished requests and notify messages: their wake-up was a
+        // SIGCHLD, maybe this one.
+        while machine.outcome().is_none() {
+            let Ok(input) = inbox.try_recv() else { break };
+            let notify = matches!(
+                input,
+                Input::Notify(_) | Input::NotifyRefused | Input::NotifyDropped
+            );
+            if primary || !notify {
+                machine.handle(Instant::now(), input);
+            }
+        }
+        machine.handle(Instant::now(), Input::Timeout);
+        shell.deadline = machine.deadline();
+    }
+}
+
+fn on_signal(
+    machine: &mut Machine<'_>,
+    exec: &mut Executor<'_>,
+    shell: &mut Shell,
+    received: Received,
+    primary: bool,
+) {
+    if received.signo == libc::SIGCHLD {
+        return reap(machine, exec, shell);
+    }
+    shell.in_hand = Some(received);
+    crate::util::fault::point(if primary { "event_loop" } else { "fallback" });
+    if !received.from_outside() {
+        // drainit's own SIGPIPE (a log reader that went away) and the like:
+        // never the app's business. Said once: with a dead log reader, each
+        // line would raise the next SIGPIPE, forever.
+        if !std::mem::replace(&mut shell.own_signal_seen, true) {
+            debug!(
+                "not forwarding {}: drainit raised it itself (said once)",
+                signal_name(received.signo)
+            );
+        }
+        shell.in_hand = None;
+        return;
+    }
+    debug!(
+        "received {} from pid {}",
+        signal_name(received.signo),
+        received.sender
+    );
+    machine.handle(Instant::now(), Input::Signal(received.signo));
+    shell.in_hand = None;
+}
+
+/// Every child that ended goes to the core: the main child, a command the
+/// core started, or an orphan.
+fn reap(machine: &mut Machine<'_>, exec: &mut Executor<'_>, shell: &mut Shell) {
+    let reaped = reaper::reap_all();
+    for (pid, ended) in reaped.ended {
+        let input = exec.reaped(pid, ended, shell.child_status.is_none());
+        if let Input::ChildExited(ended) = input {
+            // Recorded before anything that could fail: the fallback ends
+            // with it.
+            shell.child_status = Some(ended);
+        }
+        machine.handle(Instant::now(), input);
+    }
+    if reaped.none_left {
+        machine.handle(Instant::now(), Input::NoneLeft);
+    }
+}

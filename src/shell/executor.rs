@@ -1,0 +1,209 @@
+//! Performs the core's actions: signals and kills, requests on worker
+//! threads, commands and drain files. It keeps the tables that tie the
+//! core's tokens to process ids, and queues the answers an action gives at
+//! once (a failed kill, a file looked at) for the loop to hand back.
+
+use std::collections::VecDeque;
+use std::io;
+use std::time::{Instant, SystemTime};
+
+use log::{debug, error, info, warn};
+
+use crate::core::event::{Action, Input, Token};
+use crate::core::outcome::Ended;
+use crate::core::settings::Config;
+use crate::io::threads::Outbox;
+use crate::io::{commands, http, procfs};
+use crate::proto::http::{Failure, Kind};
+use crate::util::signame::signal_name;
+use crate::util::time::millis;
+
+pub struct Executor<'a> {
+    config: &'a Config,
+    /// The main child.
+    pid: i32,
+    outbox: Outbox,
+    /// Commands running now: their pid (also their process group) and token.
+    runs: Vec<(i32, Token)>,
+    /// The errors of failed forwards already logged (a few errno values).
+    forward_failures: Vec<i32>,
+    /// The stop signal went out (what a fallback goes by).
+    pub stop_sent: bool,
+    /// Answers of the actions performed, for the core's next turn.
+    pub answers: VecDeque<Input>,
+}
+
+impl<'a> Executor<'a> {
+    pub fn new(config: &'a Config, pid: i32, outbox: Outbox) -> Executor<'a> {
+        Executor {
+            config,
+            pid,
+            outbox,
+            runs: Vec::new(),
+            forward_failures: Vec::new(),
+            stop_sent: false,
+            answers: VecDeque::new(),
+        }
+    }
+
+    pub fn execute(&mut self, action: Action) {
+        match action {
+            Action::Forward { signo, group, stop } => self.forward(signo, group, stop),
+            Action::KillChild => self.kill_child(),
+            Action::TerminateOthers => {
+                if procfs::terminate_others() {
+                    info!(
+                        "waiting up to {} ms for the remaining processes",
+                        millis(self.config.orphan_grace)
+                    );
+                } else {
+                    self.answers.push_back(Input::OthersGone);
+                }
+            }
+            Action::Send {
+                token,
+                target,
+                body,
+                timeout,
+            } => {
+                let outbox = self.outbox.clone();
+                let spawned = crate::io::threads::spawn_thread(
+                    http::REQUEST_THREAD,
+                    256 * 1024,
+                    Box::new(move || {
+                        http::run_and_report(&target, body.as_deref(), timeout, |result| {
+                            outbox.send(Input::Http { token, result })
+                        })
+                    }),
+                );
+                if let Err(e) = spawned {
+                    // Answered like any failed request.
+                    let detail = format!("cannot start a request thread: {e}");
+                    let result = Err(Failure::new(Kind::Internal, &detail));
+                    self.answers.push_back(Input::Http { token, result });
+                }
+            }
+            Action::StartRun { token, cmd } => {
+                crate::util::fault::point("start_run");
+                match commands::start(&cmd) {
+                    Ok(pid) => {
+                        debug!("started {} as pid {pid}", cmd.text);
+                        self.runs.push((pid, token));
+                    }
+                    Err(e) => {
+                        warn!("cannot run {}: {e}", cmd.text);
+                        self.answers.push_back(Input::RunFailed { token });
+                    }
+                }
+            }
+            Action::KillRun(token) => {
+                if let Some(&(pid, _)) = self.runs.iter().find(|(_, t)| *t == token) {
+                    commands::kill_group(pid);
+                }
+            }
+            Action::CheckFile { token, path, since } => {
+                // The stop's start on the wall clock, which file times use.
+                let ago = Instant::now().saturating_duration_since(since);
+                let began = SystemTime::now()
+                    .checked_sub(ago)
+                    .unwrap_or(SystemTime::UNIX_EPOCH);
+                let answer = commands::check_file(&path, began);
+                self.answers.push_back(Input::File { token, answer });
+            }
+            Action::Exit => {}
+        }
+    }
+
+    /// What a reaped pid was: the main child (while `child_running`), a
+    /// command (whatever it left in its group goes with it), or an orphan.
+    pub fn reaped(&mut self, pid: i32, ended: Ended, child_running: bool) -> Input {
+        if pid == self.pid && child_running {
+            return Input::ChildExited(ended);
+        }
+        if let Some(at) = self.runs.iter().position(|(p, _)| *p == pid) {
+            let (pid, token) = self.runs.swap_remove(at);
+            commands::kill_group(pid);
+            return Input::RunEnded { token, ended };
+        }
+        Input::OrphanReaped { pid }
+    }
+
+    /// SIGKILL to every command's group; they stay in the table until
+    /// reaped, so none is taken for an orphan.
+    pub fn kill_all_runs(&mut self, why: &str) {
+        for &(pid, _) in &self.runs {
+            debug!("killing command pid {pid}: {why}");
+            commands::kill_group(pid);
+        }
+    }
+
+    /// The main child's pid.
+    pub fn child(&self) -> i32 {
+        self.pid
+    }
+
+    /// Sends `signo` to the child, or its group; a failure is logged once
+    /// per kind.
+    pub fn signal_child(&mut self, signo: i32, group: bool) {
+        self.forward(signo, group, false);
+    }
+
+    /// Forwards a signal to the child or its group.
+    fn forward(&mut self, signo: i32, group: bool, stop: bool) {
+        self.stop_sent |= stop;
+        let target = if group { -self.pid } else { self.pid };
+        // SAFETY: kill has no memory effects; the PID has not been reaped
+        // (the core forwards only while the child is alive, and the reaper
+        // runs on this same thread).
+        if unsafe { libc::kill(target, signo) } != 0 {
+            // tini exits on EPERM here, throwing away the platform's grace
+            // period; a failed forward is only worth a warning, once per
+            // kind of failure: a storm of signals must not become a storm
+            // of log lines.
+            let error = io::Error::last_os_error();
+            let errno = error.raw_os_error().unwrap_or(0);
+            if !self.forward_failures.contains(&errno) {
+                self.forward_failures.push(errno);
+                warn!(
+                    "forwarding {} to {} {}: {error} (said once for this error)",
+                    signal_name(signo),
+                    if group { "process group" } else { "pid" },
+                    self.pid,
+                );
+            }
+        }
+    }
+
+    /// SIGKILL to the child's process group, and to the child itself in
+    /// case it left the group. If neither can be sent (EPERM: a setuid
+    /// child, drainit not root), that is said loudly and the core decides:
+    /// never a silent hang.
+    fn kill_child(&mut self) {
+        // SAFETY: kill has no memory effects; the child is not reaped yet.
+        if unsafe { libc::kill(-self.pid, libc::SIGKILL) } != 0 {
+            // Only the rest of the group: the child itself decides below.
+            debug!(
+                "SIGKILL to process group {}: {}",
+                self.pid,
+                io::Error::last_os_error()
+            );
+        }
+        // A group kill succeeds when any member was signalled, so the child
+        // is judged on its own kill.
+        // SAFETY: as above.
+        if unsafe { libc::kill(self.pid, libc::SIGKILL) } != 0 {
+            let pid1 = std::process::id() == 1;
+            error!(
+                "cannot kill the child (pid {}): {}; {}",
+                self.pid,
+                io::Error::last_os_error(),
+                if pid1 {
+                    "exiting now, which ends the namespace"
+                } else {
+                    "waiting for it to exit"
+                }
+            );
+            self.answers.push_back(Input::KillFailed);
+        }
+    }
+}

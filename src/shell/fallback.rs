@@ -1,0 +1,181 @@
+//! After a panic of the event loop: a fresh core with no sources takes the
+//! child over (`Machine::fallback`), driven by the same loop, so the stop
+//! keeps one timeline and its deadline. Should that core panic too (a
+//! panic that repeats on the same input), a last resort with no core at
+//! all reaps, forwards, sends SIGKILL at the deadline and ends with the
+//! deadline's code; it restarts itself after any panic of its own, and
+//! never returns while the child may still run.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::Instant;
+
+use log::error;
+
+use crate::core::event::Input;
+use crate::core::machine::Machine;
+use crate::core::outcome::{Ended, Outcome, Trigger};
+use crate::core::settings::Config;
+use crate::io::reaper;
+use crate::io::signals::{Handled, Received};
+use crate::io::threads::Inbox;
+use crate::shell::event_loop::{drive, Shell};
+use crate::shell::executor::Executor;
+
+/// Takes over from the failed core `old`; returns the outcome, and the
+/// fallback's core when it has one to report from.
+pub fn run<'a>(
+    config: &'a Config,
+    old: &Machine<'_>,
+    exec: &mut Executor<'_>,
+    signals: &Handled,
+    inbox: &Inbox,
+    shell: &mut Shell,
+) -> (Outcome, Option<Machine<'a>>) {
+    if let Some(outcome) = catch_unwind(AssertUnwindSafe(|| old.outcome())).unwrap_or(None) {
+        return (outcome, None);
+    }
+    error!("the event loop failed; only forwarding signals and reaping until the child exits");
+    // Nobody reads a hook's or a drain command's result any more.
+    exec.kill_all_runs("the event loop failed");
+    exec.answers.clear();
+    let in_hand = shell.in_hand.take();
+    let mut fresh = None;
+    let mut in_hand_done = false;
+    let driven = catch_unwind(AssertUnwindSafe(|| {
+        let now = Instant::now();
+        // The stop signal the fresh core sends now, if the app never got it.
+        let resent = old.stop().filter(|_| !exec.stop_sent).map(|s| s.signal);
+        let machine = fresh.insert(Machine::fallback(config, old, exec.stop_sent, now));
+        if let Some(ended) = shell.child_status {
+            machine.handle(now, Input::ChildExited(ended));
+        }
+        if let Some(r) = in_hand.filter(|r| r.from_outside() && resent != Some(r.signo)) {
+            machine.handle(now, Input::Signal(r.signo));
+        }
+        in_hand_done = true;
+        drive(machine, exec, signals, inbox, shell, false)
+    }));
+    match driven {
+        Ok(outcome) => (outcome, fresh),
+        Err(_) => {
+            // The signal the first core failed on still reaches the app if
+            // the fresh core failed on it too; one the fresh core failed on
+            // later is not tried a third time.
+            let pending = in_hand.filter(|_| !in_hand_done);
+            let outcome = last_resort(config, exec, signals, shell, pending);
+            (outcome, fresh)
+        }
+    }
+}
+
+/// What the last resort keeps across its own restarts.
+struct Last {
+    deadline: Option<Instant>,
+    killed: bool,
+}
+
+/// Reaps, forwards, and keeps the deadline with no core at all.
+fn last_resort(
+    config: &Config,
+    exec: &mut Executor<'_>,
+    signals: &Handled,
+    shell: &mut Shell,
+    pending: Option<Received>,
+) -> Outcome {
+    error!(
+        "the fallback failed too; reaping, forwarding and keeping the deadline without the core"
+    );
+    let mut last = Last {
+        deadline: shell.deadline,
+        killed: false,
+    };
+    if let Some(r) = pending.filter(Received::from_outside) {
+        forward(config, exec, shell, &mut last, r.signo);
+    }
+    loop {
+        let turns = catch_unwind(AssertUnwindSafe(|| {
+            turns(config, exec, signals, shell, &mut last)
+        }));
+        if let Ok(outcome) = turns {
+            return outcome;
+        }
+    }
+}
+
+fn turns(
+    config: &Config,
+    exec: &mut Executor<'_>,
+    signals: &Handled,
+    shell: &mut Shell,
+    last: &mut Last,
+) -> Outcome {
+    loop {
+        if let Some(ended) = shell.child_status {
+            error!("main child ended ({ended:?}) after the event loop failed; exiting");
+            return match (last.killed, ended) {
+                (true, _) => Outcome::Deadline,
+                (false, Ended::Exited(code)) => Outcome::Exited(code),
+                (false, Ended::Signaled(signo)) => Outcome::Signaled(signo),
+            };
+        }
+        let reaped = reaper::reap_all();
+        for (pid, ended) in reaped.ended {
+            if let Input::ChildExited(ended) = exec.reaped(pid, ended, true) {
+                shell.child_status = Some(ended);
+            }
+        }
+        if shell.child_status.is_some() {
+            continue;
+        }
+        if reaped.none_left {
+            // The child is gone and its status was lost: forwarding to its
+            // pid could reach a stranger.
+            error!("the main child is gone and its status is lost; exiting");
+            return Outcome::Signaled(libc::SIGKILL);
+        }
+        let deadline = last.deadline.filter(|_| !last.killed);
+        let now = Instant::now();
+        if deadline.is_some_and(|d| now >= d) {
+            // The kill first, the log line last: should logging panic, the
+            // restarted loop finds the kill done, not skipped.
+            let pid = exec.child();
+            // SAFETY: kill has no memory effects; the child is not reaped
+            // yet (this loop reaps, and checks the child's status first).
+            let failed = unsafe {
+                libc::kill(-pid, libc::SIGKILL);
+                libc::kill(pid, libc::SIGKILL) != 0
+            };
+            last.killed = true;
+            error!("deadline reached after the event loop failed; sent SIGKILL to the child's process group");
+            if failed && std::process::id() == 1 {
+                return Outcome::Deadline;
+            }
+            continue;
+        }
+        let timeout = deadline.map(|d| d.saturating_duration_since(now));
+        let Some(received) = signals.wait(timeout) else {
+            continue;
+        };
+        if received.signo != libc::SIGCHLD && received.from_outside() {
+            forward(config, exec, shell, last, received.signo);
+        }
+    }
+}
+
+/// Forwards as the core would (after `--rewrite`, to the group with
+/// `-g`); a stop signal with no deadline yet starts one (`--grace`).
+fn forward(
+    config: &Config,
+    exec: &mut Executor<'_>,
+    shell: &mut Shell,
+    last: &mut Last,
+    signo: i32,
+) {
+    if last.deadline.is_none() && config.stop_signals.contains(&signo) {
+        last.deadline = config.grace.map(|g| Instant::now() + g);
+        shell.trigger.get_or_insert(Trigger::Signal(signo));
+    }
+    if let Some(sent) = config.rewritten(signo) {
+        exec.signal_child(sent, config.kill_process_group);
+    }
+}

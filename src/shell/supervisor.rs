@@ -1,0 +1,128 @@
+//! A run from start to end: the notify socket, the child, the reader
+//! thread, the core and the loop that drives it (`event_loop.rs`), the
+//! fallback after a panic of the loop (`fallback.rs`), and at the end the
+//! last notify messages and the summary for the exit report. Nothing here
+//! may end the process while the child runs.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::{Duration, Instant};
+
+use log::{debug, error};
+
+use crate::core::event::Input;
+use crate::core::machine::Machine;
+use crate::core::outcome::{Outcome, RunSummary, SpawnFailure};
+use crate::core::settings::Config;
+use crate::io::signals::{Handled, Inherited};
+use crate::io::threads::{self, Inbox};
+use crate::io::{notify, spawn};
+use crate::shell::event_loop::{drive, Shell};
+use crate::shell::executor::Executor;
+use crate::shell::fallback;
+
+/// Starts the child and supervises it until the run is over.
+pub fn run(
+    config: &Config,
+    signals: Handled,
+    inherited: &'static Inherited,
+) -> (Outcome, RunSummary) {
+    // The notify socket exists before the child, which finds it in
+    // NOTIFY_SOCKET; a socket that cannot be bound ends drainit here.
+    let socket = match &config.notify {
+        None => None,
+        Some(n) => match notify::bind(n.socket.as_deref()) {
+            Ok(socket) => Some(socket),
+            Err(e) => {
+                let at = n.socket.as_deref().map(|p| p.display().to_string());
+                error!(
+                    "cannot bind the notify socket{}: {e}",
+                    at.map(|p| format!(" at {p}")).unwrap_or_default()
+                );
+                return (
+                    Outcome::SpawnFailed(SpawnFailure::Other),
+                    RunSummary::default(),
+                );
+            }
+        },
+    };
+    let outer = socket
+        .as_ref()
+        .and_then(|_| std::env::var_os("NOTIFY_SOCKET"))
+        .filter(|v| !v.is_empty());
+    let address = socket.as_ref().map(|s| s.address.clone());
+    if let Some(address) = &address {
+        // Still one thread: no other reads the environment now.
+        std::env::set_var("NOTIFY_SOCKET", address);
+        debug!("notify socket: {}", address.to_string_lossy());
+    }
+    let pid = match spawn::spawn(&config.program, &config.args, inherited) {
+        Ok(pid) => pid,
+        Err(e) => {
+            log::error!("cannot run {:?}: {}", config.program, e.source);
+            return (Outcome::SpawnFailed(e.failure), RunSummary::default());
+        }
+    };
+    debug!("started {:?} as pid {pid}", config.program);
+    let (outbox, inbox) = threads::inbox();
+    if let (Some(socket), Some(n)) = (socket, &config.notify) {
+        let reader = notify::Reader {
+            socket,
+            outbox: outbox.clone(),
+            access: n.access,
+            child: pid,
+            outer,
+        };
+        // The child runs already: said, and survived.
+        if let Err(e) = notify::start(reader) {
+            error!("cannot start the notify reader: {e}; notify messages are not read");
+        }
+    }
+    let mut exec = Executor::new(config, pid, outbox);
+    let mut shell = Shell::default();
+    let pid1 = std::process::id() == 1;
+    let mut machine = Machine::new(config, pid, pid1, Instant::now());
+    // PID 1 must not die of its own bug: a panic in the loop (the release
+    // profile unwinds) leaves the child to the fallback.
+    let looped = catch_unwind(AssertUnwindSafe(|| {
+        drive(&mut machine, &mut exec, &signals, &inbox, &mut shell, true)
+    }));
+    let (outcome, mut fallback_machine) = match looped {
+        Ok(outcome) => (outcome, None),
+        Err(_) => fallback::run(config, &machine, &mut exec, &signals, &inbox, &mut shell),
+    };
+    // No command outlives drainit, whatever ended the run.
+    exec.kill_all_runs("drainit is exiting");
+    let core = fallback_machine.as_mut().unwrap_or(&mut machine);
+    if let Some(address) = &address {
+        // What the app sent just before it ended still counts.
+        if notify::send_flush(address) {
+            take_notify_until_flushed(core, &inbox, Duration::from_millis(200));
+        }
+        if let Some(path) = config.notify.as_ref().and_then(|n| n.socket.as_ref()) {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+    let mut summary =
+        catch_unwind(AssertUnwindSafe(|| core.summary())).unwrap_or_else(|_| RunSummary {
+            child_pid: Some(pid),
+            ..RunSummary::default()
+        });
+    // What only the shell saw (after a panic of the core).
+    summary.child_status = summary.child_status.or(shell.child_status);
+    summary.stop_trigger = summary.stop_trigger.or(shell.trigger);
+    (outcome, summary)
+}
+
+/// Hands the core the notify messages read before the flush marker.
+fn take_notify_until_flushed(core: &mut Machine<'_>, inbox: &Inbox, wait: Duration) {
+    let until = Instant::now() + wait;
+    while let Ok(input) = inbox.recv_timeout(until.saturating_duration_since(Instant::now())) {
+        match input {
+            Input::NotifyFlushed => return,
+            Input::Notify(_) | Input::NotifyRefused | Input::NotifyDropped => {
+                core.handle(Instant::now(), input)
+            }
+            _ => {}
+        }
+    }
+}

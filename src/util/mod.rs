@@ -1,0 +1,7 @@
+//! Leaf helpers every layer may use.
+
+pub mod fault;
+pub mod signame;
+pub mod text;
+pub mod time;
+pub mod version;
