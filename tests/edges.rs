@@ -477,6 +477,69 @@ fn a_panic_of_the_event_loop_keeps_the_deadline() {
 }
 
 #[test]
+fn a_panic_of_the_core_that_repeats_falls_to_the_last_resort_which_keeps_the_deadline() {
+    // The core itself panics on every signal it handles: the fresh core of
+    // the fallback fails on the same TERM, so the last resort (no core at
+    // all) must deliver it, and still kill the app at the 2 s deadline.
+    let scratch = Scratch::new("core-panic-twice");
+    let report = scratch.file("report.json");
+    let mut d = drainit(["--grace", "2s", "--exit-report", path_str(&report)])
+        .binary(&built(Build::StaticFaults))
+        .env("DRAINIT_TEST_FAULT", "core")
+        .with_args(sh(
+            &scratch,
+            "trap 'touch \"$D/term\"' TERM; touch \"$D/ready\"; while :; do sleep 0.05; done",
+        ))
+        .start();
+    scratch.wait_file("ready");
+    let sent = Instant::now();
+    d.signal(libc::SIGTERM);
+    scratch.wait_file("term");
+    let status = d.wait_status(PATIENCE);
+    let took = sent.elapsed();
+    assert_eq!(status.code(), Some(124), "{}", d.stderr());
+    assert!(took >= Duration::from_millis(1950), "killed after {took:?}");
+    assert!(took < Duration::from_secs(10), "killed after {took:?}");
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(r["outcome"], "deadline", "{r}");
+    assert_eq!(r["stop_signal"], "SIGTERM", "{r}");
+}
+
+#[test]
+fn a_panic_of_the_core_once_leaves_the_stop_to_the_fallback_core() {
+    // The core fails only on HUP's handling in the first core (the fault
+    // point is the loop's, before the core): the fallback's core then runs
+    // the whole stop, the exit report included.
+    let scratch = Scratch::new("core-panic-once");
+    let report = scratch.file("report.json");
+    let mut d = drainit(["--grace", "30s", "--exit-report", path_str(&report)])
+        .binary(&built(Build::StaticFaults))
+        .env("DRAINIT_TEST_FAULT", "event_loop")
+        .with_args(sh(
+            &scratch,
+            "trap 'touch \"$D/hup\"' HUP; trap 'exit 5' TERM; touch \"$D/ready\"; \
+             while :; do sleep 0.05; done",
+        ))
+        .start();
+    scratch.wait_file("ready");
+    d.signal(libc::SIGHUP);
+    scratch.wait_file("hup");
+    d.signal(libc::SIGTERM);
+    let status = d.wait_status(PATIENCE);
+    assert_eq!(status.code(), Some(5), "{}", d.stderr());
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(r["stop_trigger"], "signal", "{r}");
+    assert_eq!(r["stop_signal"], "SIGTERM", "{r}");
+    assert_eq!(r["child_status"]["exited"], 5, "{r}");
+    assert!(
+        r["stop_to_exit_ms"].is_u64(),
+        "the fallback's core timed the stop: {r}"
+    );
+}
+
+#[test]
 fn a_panic_inside_the_fallback_restarts_it() {
     let scratch = Scratch::new("fallback-panic");
     let mut d = drainit(["--grace", "30s"])
