@@ -122,12 +122,12 @@ impl<'a> Machine<'a> {
     }
 
     /// After a panic of the core `old`: a fresh core with no sources, hooks,
-    /// delay, ECS or notify, that takes over the stop `old` began (its
-    /// deadline included) and what `old` counted for the report.
+    /// delay, ECS or notify reading, that takes over the stop `old` began
+    /// (its deadline included) and what `old` recorded for the report.
     /// `signal_sent`: the shell did send the stop signal.
     pub fn fallback(
         config: &'a Config,
-        old: &Machine<'_>,
+        old: &mut Machine<'_>,
         signal_sent: bool,
         now: Instant,
     ) -> Machine<'a> {
@@ -138,7 +138,14 @@ impl<'a> Machine<'a> {
         let mut timeline = Timeline::new(settings);
         timeline.set_grace_max(config.grace_max);
         let mut machine = Machine::empty(config, old.pid, old.pid1, old.started, timeline);
-        machine.summary = old.summary.clone();
+        // The report's records move over; nothing asked by `old` is awaited.
+        machine.summary = std::mem::take(&mut old.summary);
+        machine.board = std::mem::take(&mut old.board);
+        machine.board.abandon_round();
+        machine.board.abandon_hooks();
+        machine.progress = std::mem::take(&mut old.progress);
+        machine.watch = old.watch.take();
+        machine.notify = old.notify.take();
         machine.next_token = old.next_token;
         if let Some(stop) = old.timeline.stop() {
             let mut out = Vec::new();
@@ -547,17 +554,24 @@ impl<'a> Machine<'a> {
 
     /// Everything the exit report says besides the exit code.
     pub fn summary(&self) -> RunSummary {
-        let mut summary = self.summary.clone();
-        summary.drain_polls = self.board.rounds;
-        summary.sources = self.board.report();
-        summary.last_drain = self.progress.last_summary.clone();
-        summary.ecs_task_arn = self
-            .watch
-            .as_ref()
-            .and_then(|w| w.task.as_ref())
-            .map(|t| t.task_arn.clone());
-        summary.notify = self.notify_report();
-        summary
+        let s = &self.summary;
+        RunSummary {
+            child_pid: s.child_pid,
+            child_status: s.child_status,
+            stop_trigger: s.stop_trigger,
+            stop_to_ready_ms: s.stop_to_ready_ms,
+            stop_to_exit_ms: s.stop_to_exit_ms,
+            drain_polls: self.board.rounds,
+            last_drain: self.progress.last_summary.clone(),
+            orphans_reaped: s.orphans_reaped,
+            ecs_task_arn: self
+                .watch
+                .as_ref()
+                .and_then(|w| w.task.as_ref())
+                .map(|t| t.task_arn.clone()),
+            sources: self.board.report(),
+            notify: self.notify_report(),
+        }
     }
 }
 

@@ -452,7 +452,7 @@ fn the_fallback_sends_a_held_stop_signal_and_keeps_the_deadline() {
         "held for the delay"
     );
     // The loop failed: a fresh core takes over at 2 s.
-    let mut m = Machine::fallback(&config, &old, false, t(2_000));
+    let mut m = Machine::fallback(&config, &mut old, false, t(2_000));
     assert_eq!(forwards(&actions(&mut m)), [(TERM, true)], "at once");
     assert_eq!(m.deadline(), Some(t(11_000)), "the old stop's deadline");
     assert_eq!(m.summary().stop_trigger, Some(Trigger::Signal(TERM)));
@@ -472,7 +472,7 @@ fn the_fallback_does_not_resend_a_stop_signal_and_starts_a_stop_of_its_own() {
     let mut old = Machine::new(&config, CHILD, true, t(0));
     old.handle(t(1_000), Input::Signal(TERM));
     actions(&mut old);
-    let mut m = Machine::fallback(&config, &old, true, t(1_500));
+    let mut m = Machine::fallback(&config, &mut old, true, t(1_500));
     assert!(actions(&mut m).is_empty());
     assert_eq!(m.deadline(), Some(t(11_000)));
     m.handle(t(1_600), Input::Signal(TERM));
@@ -482,8 +482,8 @@ fn the_fallback_does_not_resend_a_stop_signal_and_starts_a_stop_of_its_own() {
         "a second TERM goes on"
     );
     // With no stop before the panic, a stop signal begins one (--grace).
-    let fresh = Machine::new(&config, CHILD, true, t(0));
-    let mut m = Machine::fallback(&config, &fresh, false, t(3_000));
+    let mut fresh = Machine::new(&config, CHILD, true, t(0));
+    let mut m = Machine::fallback(&config, &mut fresh, false, t(3_000));
     m.handle(t(3_000), Input::Signal(TERM));
     assert_eq!(forwards(&actions(&mut m)), [(TERM, true)]);
     assert_eq!(m.deadline(), Some(t(13_000)));

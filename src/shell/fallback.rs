@@ -25,7 +25,7 @@ use crate::shell::executor::Executor;
 /// fallback's core when it has one to report from.
 pub fn run<'a>(
     config: &'a Config,
-    old: &Machine<'_>,
+    old: &mut Machine<'_>,
     exec: &mut Executor<'_>,
     signals: &Handled,
     inbox: &Inbox,

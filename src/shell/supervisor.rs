@@ -88,7 +88,14 @@ pub fn run(
     }));
     let (outcome, mut fallback_machine) = match looped {
         Ok(outcome) => (outcome, None),
-        Err(_) => fallback::run(config, &machine, &mut exec, &signals, &inbox, &mut shell),
+        Err(_) => fallback::run(
+            config,
+            &mut machine,
+            &mut exec,
+            &signals,
+            &inbox,
+            &mut shell,
+        ),
     };
     // No command outlives drainit, whatever ended the run.
     exec.kill_all_runs("drainit is exiting");
