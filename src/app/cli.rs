@@ -1,224 +1,221 @@
-//! The command line as typed: clap definitions of drainit's, tini's and
-//! dumb-init's flags, kept as raw text so that `config` can validate flags
-//! and their `DRAINIT_*` variables with the same one-line errors.
+//! The command line as typed: the clap command built from the option
+//! declarations (`options::OPTIONS`), and `RawArgs`, the values given, kept
+//! as raw text so that `config` can validate flags and their `DRAINIT_*`
+//! variables with the same one-line errors.
 
 use std::ffi::OsString;
 
-use clap::{ArgAction, CommandFactory, Parser};
+use clap::{Arg, ArgAction, ArgMatches, Command, CommandFactory, FromArgMatches, Parser};
+
+use crate::app::options::{Kind, Opt, OPTIONS};
+
+const ABOUT: &str = "\
+A drain-aware init for containers: reaps zombies, forwards signals, and holds SIGKILL back
+until the app has drained.";
+
+// Written out: clap's generated usage (its "usage" feature) costs 12 KiB of
+// static binary for this one line.
+const USAGE: &str = "drainit [OPTIONS] [--] PROGRAM [ARGS]...";
+
+/// clap's default layout with the arguments written out: clap shows an
+/// optional positional as `[PROGRAM]...`, and PROGRAM is required (the
+/// check is `config`'s, so that `-l` and the one-line error keep working).
+const TEMPLATE: &str = "\
+{about-with-newline}
+{usage-heading} {usage}
+
+Arguments:
+  PROGRAM    The program to run (required)
+  [ARGS]...  Its arguments
+
+{all-args}{after-help}";
 
 pub const AFTER_HELP: &str = "\
 Every option can also be set with the environment variable shown with it
 (DRAINIT_ and the long name, e.g. DRAINIT_GRACE=20s); a flag beats its
 variable. tini's TINI_SUBREAPER, TINI_KILL_PROCESS_GROUP and TINI_VERBOSITY
 are honoured too. Option parsing stops at `--` or at the first word that is
-not an option: `drainit ls -l` runs `ls -l`.";
+not an option: `drainit ls -l` runs `ls -l`.
 
-/// Long options with no `DRAINIT_*` variable: actions, and dumb-init's
-/// `--single-child`, whose variable is dumb-init's own `DUMB_INIT_SETSID`.
-pub const NO_VARIABLE: [&str; 4] = ["help", "version", "license", "single-child"];
+Exit codes: the child's own (128+N when signal N ended it); 0 when the app reported ready
+and drainit ended it; 2 usage error; 124 deadline passed, child killed (--deadline-exit-code);
+125 drainit failed to start the child; 126 PROGRAM not executable; 127 PROGRAM not found.
 
-/// The variable of the option `--long`: `DRAINIT_` and the long name in
-/// capitals, dashes as underscores. The one place a variable name is made.
-pub fn env_var(long: &str) -> String {
-    format!("DRAINIT_{}", long.to_ascii_uppercase().replace('-', "_"))
+Docs: README.md and docs/ in drainit's source repository (docs/options.md: every option;
+docs/drainit.1: the man page).";
+
+/// Lines of `--help` stay within this many columns.
+pub const HELP_COLUMNS: usize = 100;
+
+/// The clap id of PROGRAM and its arguments.
+pub const PROGRAM: &str = "program";
+
+/// The clap command: one argument per declared option, each help text
+/// followed by its default and its variable, wrapped to `HELP_COLUMNS`.
+pub fn command() -> Command {
+    // Where clap starts the help texts: after the widest "-x, --long <V>"
+    // (clap aligns each heading on its own widest; this is the widest of
+    // all, so every line fits).
+    let column = OPTIONS
+        .iter()
+        .map(|o| {
+            let value = if o.value.is_empty() {
+                0
+            } else {
+                o.value.len() + 3
+            };
+            let count = if o.kind == Kind::Count { 3 } else { 0 };
+            2 + 4 + 2 + o.long.len() + value + count + 2
+        })
+        .max()
+        .unwrap_or(0);
+    let width = HELP_COLUMNS.saturating_sub(column);
+    let cmd = Command::new("drainit")
+        .version(crate::util::version::VERSION)
+        .about(ABOUT)
+        .override_usage(USAGE)
+        .help_template(TEMPLATE)
+        .after_help(AFTER_HELP)
+        .disable_version_flag(true);
+    OPTIONS
+        .iter()
+        .fold(cmd, |cmd, opt| cmd.arg(arg(opt, width)))
+        .arg(
+            Arg::new(PROGRAM)
+                .value_name("PROGRAM")
+                .help("The program to run and its arguments")
+                .action(ArgAction::Append)
+                .num_args(1..)
+                .trailing_var_arg(true)
+                .value_parser(clap::value_parser!(OsString))
+                .hide(true),
+        )
 }
 
-/// The clap command, each option's help ending with its variable, so the
-/// help text is generated from the one declaration and cannot drift.
-pub fn command() -> clap::Command {
-    RawArgs::command().mut_args(|arg| {
-        let Some(long) = arg.get_long().filter(|l| !NO_VARIABLE.contains(l)) else {
-            return arg;
-        };
-        let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
-        let var = env_var(long);
-        arg.help(format!("{help} [env: {var}]"))
-    })
+/// The clap argument of one declared option.
+fn arg(opt: &Opt, width: usize) -> Arg {
+    let action = match opt.kind {
+        Kind::Flag => ArgAction::SetTrue,
+        Kind::Count => ArgAction::Count,
+        Kind::One => ArgAction::Set,
+        Kind::Commas | Kind::Lines => ArgAction::Append,
+        Kind::Version => ArgAction::Version,
+    };
+    let mut arg = Arg::new(opt.long)
+        .long(opt.long)
+        .action(action)
+        .help(help(opt, width));
+    if let Some(short) = opt.short {
+        arg = arg.short(short);
+    }
+    if !opt.value.is_empty() {
+        arg = arg.value_name(opt.value);
+    }
+    if let Some(heading) = opt.heading.title() {
+        arg = arg.help_heading(heading);
+    }
+    if opt.long == "single-child" {
+        arg = arg.conflicts_with("kill-process-group");
+    }
+    arg
 }
 
-#[derive(Debug, Parser)]
-#[command(
-    name = "drainit",
-    version = crate::util::version::VERSION,
-    about = "A drain-aware init for containers: reaps zombies, forwards signals, \
-             and holds SIGKILL back until the app has drained.",
-    after_help = AFTER_HELP,
-    // Written out: clap's generated usage (its "usage" feature) costs
-    // 12 KiB of static binary for this one line.
-    override_usage = "drainit [OPTIONS] [--] PROGRAM [ARGS]...",
-    disable_version_flag = true
-)]
+/// The help text, the repeat note, "[default: X]" and "[env: VAR]",
+/// wrapped at spaces to `width` (the brackets are never split).
+fn help(opt: &Opt, width: usize) -> String {
+    let default = opt.default_shown().map(|d| format!("[default: {d}]"));
+    let var = opt.var().map(|v| format!("[env: {v}]"));
+    let words = opt
+        .help
+        .split(' ')
+        .chain(opt.repeat_note().split(' '))
+        .chain(default.as_deref())
+        .chain(var.as_deref())
+        .filter(|w| !w.is_empty());
+    let mut out = String::new();
+    // Byte offsets in `out`: where the current line starts, and its last word.
+    let (mut line, mut last) = (0, 0);
+    for word in words {
+        if out.len() > line {
+            if out.len() - line + 1 + word.len() <= width {
+                out.push(' ');
+            } else if word.starts_with('-') && last > line {
+                // No line starts with an option name, which readers of
+                // `--help` (and tests/docs.rs) take for an option of its
+                // own: the word before it moves down too.
+                out.replace_range(last - 1..last, "\n");
+                line = last;
+                out.push(' ');
+            } else {
+                out.push('\n');
+                line = out.len();
+            }
+        }
+        last = out.len();
+        out.push_str(word);
+    }
+    out
+}
+
+/// The command line as given: each declared option's values by its long
+/// name, and the program with its arguments.
+#[derive(Debug, Clone)]
 pub struct RawArgs {
-    /// Register as a child subreaper (automatic when drainit is not PID 1)
-    #[arg(short = 's', long = "subreaper")]
-    pub subreaper: bool,
-
-    /// Signal drainit receives when its parent dies (PR_SET_PDEATHSIG)
-    #[arg(short = 'p', long = "pdeathsig", value_name = "SIGNAL")]
-    pub pdeathsig: Option<String>,
-
-    /// More output; repeat for more (1 warnings, 2 info, 3 debug, 4 trace)
-    #[arg(short = 'v', long = "verbose", action = ArgAction::Count)]
-    pub verbose: u8,
-
-    /// Warn when a process other than the main child is reaped
-    #[arg(short = 'w', long = "warn-on-reap")]
-    pub warn_on_reap: bool,
-
-    /// Deliver signals to the child's whole process group
-    #[arg(short = 'g', long = "kill-process-group")]
-    pub kill_process_group: bool,
-
-    /// dumb-init's single-child mode: signal only the child, drainit's default
-    /// (accepted for dumb-init users; beats the -g variables)
-    #[arg(
-        short = 'c',
-        long = "single-child",
-        conflicts_with = "kill_process_group"
-    )]
-    pub single_child: bool,
-
-    /// Remap this exit code of the child to 0 (repeatable, 0-255)
-    #[arg(short = 'e', long = "remap-exit", value_name = "CODE")]
-    pub remap_exit: Vec<String>,
-
-    /// Rewrite a received signal before forwarding it; TO=0 drops it (repeatable)
-    #[arg(short = 'r', long = "rewrite", value_name = "FROM:TO")]
-    pub rewrite: Vec<String>,
-
-    /// Deadline from the start of a stop; then SIGKILL. 0/none never escalates
-    /// [default: 25s with a drain option, else none]
-    #[arg(long, value_name = "D", help_heading = "Draining")]
-    pub grace: Option<String>,
-
-    /// Received signals that begin a stop [default: TERM,INT]
-    #[arg(long, value_name = "LIST", help_heading = "Draining")]
-    pub stop_signals: Option<String>,
-
-    /// Wait this long before the stop hooks and signal [default: 0]
-    #[arg(long, value_name = "D", help_heading = "Draining")]
-    pub pre_stop_delay: Option<String>,
-
-    /// Request sent once when the stop hooks fire (e.g. POST /shutdown)
-    /// (repeatable; comma-separated in the variable)
-    #[arg(long, value_name = "URL", help_heading = "Draining")]
-    pub stop_url: Vec<String>,
-
-    /// HTTP method of --stop-url [default: POST]
-    #[arg(long, value_name = "M", help_heading = "Draining")]
-    pub stop_method: Option<String>,
-
-    /// The app's drain endpoint, polled during a stop (repeatable;
-    /// comma-separated in the variable)
-    #[arg(long, value_name = "URL", help_heading = "Draining")]
-    pub drain_url: Vec<String>,
-
-    /// Command run once when the stop hooks fire, split with shell quoting
-    /// but no shell (repeatable; in the variable, one per line)
-    #[arg(long, value_name = "CMD", help_heading = "Draining")]
-    pub stop_exec: Vec<String>,
-
-    /// Longest wait for the stop hooks before the stop signal goes out [default: 10s]
-    #[arg(long, value_name = "D", help_heading = "Draining")]
-    pub hook_timeout: Option<String>,
-
-    /// Readiness by command: exit 0 is ready, run every --drain-interval
-    /// (repeatable; in the variable, one per line)
-    #[arg(long, value_name = "CMD", help_heading = "Draining")]
-    pub drain_exec: Vec<String>,
-
-    /// Longest run of a --drain-exec command, then it is killed [default: 5s]
-    #[arg(long, value_name = "D", help_heading = "Draining")]
-    pub drain_timeout: Option<String>,
-
-    /// Readiness by file: ready once PATH exists, written during the stop
-    /// (repeatable; comma-separated in the variable)
-    #[arg(long, value_name = "PATH", help_heading = "Draining")]
-    pub drain_file: Vec<String>,
-
-    /// JSON pointer to the readiness boolean [default: /readyForTermination]
-    #[arg(long, value_name = "PTR", help_heading = "Draining")]
-    pub drain_field: Option<String>,
-
-    /// Period of the rounds over the drain sources [default: 1s]
-    #[arg(long, value_name = "D", help_heading = "Draining")]
-    pub drain_interval: Option<String>,
-
-    /// Once the app is ready, time for the child to exit by itself [default: 2s]
-    #[arg(long, value_name = "D", help_heading = "Draining")]
-    pub ready_grace: Option<String>,
-
-    /// After the main child exits, SIGTERM what remains and wait up to D [default: 0]
-    #[arg(long, value_name = "D", help_heading = "Draining")]
-    pub orphan_grace: Option<String>,
-
-    /// Exit code when the deadline passes and drainit kills the child [default: 124]
-    #[arg(long, value_name = "N", help_heading = "Draining")]
-    pub deadline_exit_code: Option<String>,
-
-    /// Write the JSON exit report here when drainit exits
-    #[arg(long, value_name = "PATH", help_heading = "Draining")]
-    pub exit_report: Option<String>,
-
-    /// Receive the app's sd_notify messages (NOTIFY_SOCKET): READY, STATUS,
-    /// STOPPING, EXTEND_TIMEOUT_USEC, X_DRAINIT_READY_FOR_TERMINATION
-    #[arg(long, help_heading = "sd_notify")]
-    pub notify: bool,
-
-    /// Bind the notify socket at this absolute path (implies --notify)
-    /// [default: an abstract name]
-    #[arg(long, value_name = "PATH", help_heading = "sd_notify")]
-    pub notify_socket: Option<String>,
-
-    /// Who may send: all (any process in drainit's PID namespace) or main
-    /// (the main child only) [default: all]
-    #[arg(long, value_name = "WHO", help_heading = "sd_notify")]
-    pub notify_access: Option<String>,
-
-    /// Latest deadline EXTEND_TIMEOUT_USEC may reach, from the start of a
-    /// stop [default: the --grace value]
-    #[arg(long, value_name = "D", help_heading = "sd_notify")]
-    pub grace_max: Option<String>,
-
-    /// Amazon ECS integration: auto (when the metadata variable is set), on, off
-    /// [default: auto]
-    #[arg(long, value_name = "MODE", help_heading = "Amazon ECS")]
-    pub ecs: Option<String>,
-
-    /// Task metadata poll period, at least 1s [default: 5s]
-    #[arg(long, value_name = "D", help_heading = "Amazon ECS")]
-    pub ecs_interval: Option<String>,
-
-    /// Keep task scale-in protection on while the app is busy (needs
-    /// ECS_AGENT_URI and --drain-url)
-    #[arg(long, help_heading = "Amazon ECS")]
-    pub ecs_protect: bool,
-
-    /// How often --ecs-protect polls the drain URL [default: 10s]
-    #[arg(long, value_name = "D", help_heading = "Amazon ECS")]
-    pub protect_interval: Option<String>,
-
-    /// Protection length per request, 1-2880 minutes [default: 60]
-    #[arg(long, value_name = "M", help_heading = "Amazon ECS")]
-    pub protect_minutes: Option<String>,
-
-    /// Log format: text or json [default: text]
-    #[arg(long, value_name = "FORMAT")]
-    pub log_format: Option<String>,
-
-    /// Print the license and exit
-    #[arg(short = 'l', long = "license")]
-    pub license: bool,
-
-    /// Print the version and exit
-    #[arg(short = 'V', long = "version", action = ArgAction::Version)]
-    pub version: Option<bool>,
-
-    /// The program to run and its arguments
-    #[arg(
-        value_name = "PROGRAM",
-        trailing_var_arg = true,
-        value_parser = clap::value_parser!(OsString)
-    )]
+    matches: ArgMatches,
     pub command: Vec<OsString>,
 }
+
+impl RawArgs {
+    /// Whether the switch `--long` was given.
+    pub fn flag(&self, long: &str) -> bool {
+        self.matches.get_flag(long)
+    }
+
+    /// How often the counted switch `--long` was given.
+    pub fn count(&self, long: &str) -> u8 {
+        self.matches.get_count(long)
+    }
+
+    /// The values of `--long`, as typed, in order (empty when not given).
+    pub fn values(&self, long: &str) -> Vec<String> {
+        self.matches
+            .get_many::<String>(long)
+            .map(|values| values.cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// The value of a single-valued `--long`, if given.
+    pub fn value(&self, long: &str) -> Option<String> {
+        self.matches.get_one::<String>(long).cloned()
+    }
+}
+
+impl FromArgMatches for RawArgs {
+    fn from_arg_matches(matches: &ArgMatches) -> Result<Self, clap::Error> {
+        let command = matches
+            .get_many::<OsString>(PROGRAM)
+            .map(|words| words.cloned().collect())
+            .unwrap_or_default();
+        Ok(RawArgs {
+            matches: matches.clone(),
+            command,
+        })
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(matches)?;
+        Ok(())
+    }
+}
+
+impl CommandFactory for RawArgs {
+    fn command() -> Command {
+        command()
+    }
+
+    fn command_for_update() -> Command {
+        command()
+    }
+}
+
+impl Parser for RawArgs {}

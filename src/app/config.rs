@@ -7,16 +7,14 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::app::cli::{self, RawArgs};
+use crate::app::cli::RawArgs;
+use crate::app::options::{self, Kind};
 pub use crate::core::settings::{Config, EcsConfig, LogFormat, NotifyConfig, ProtectConfig};
 use crate::io::commands as sources;
 use crate::io::signals;
 use crate::proto::drain_body as drain;
 use crate::proto::http::{self, Target};
 use crate::proto::notify_msg as notify;
-
-/// The grace period when a drain option is set and `--grace` is not.
-pub const DEFAULT_GRACE: Duration = Duration::from_secs(25);
 
 /// A bad option or variable; printed as one line, exit code 2.
 #[derive(Debug, PartialEq, Eq)]
@@ -35,15 +33,6 @@ pub enum Request {
     License,
 }
 
-/// The ECS flags as typed, validated together with their variables.
-struct RawEcs {
-    mode: Option<String>,
-    interval: Option<String>,
-    protect: bool,
-    protect_interval: Option<String>,
-    protect_minutes: Option<String>,
-}
-
 /// Where a setting's text came from, so errors name what the user typed.
 struct Setting {
     text: String,
@@ -53,13 +42,19 @@ struct Setting {
 /// Looks up environment variables; a function so tests can supply their own.
 pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<OsString>;
 
-struct Env<'a>(EnvLookup<'a>);
+/// The options as typed and the environment, read through the option
+/// declarations (`app::options`): each option's variable and default come
+/// from there, never typed twice.
+struct Env<'a> {
+    lookup: EnvLookup<'a>,
+    raw: RawArgs,
+}
 
 impl Env<'_> {
     /// A variable's value; set-but-empty counts as unset, as is usual for
     /// `docker run -e NAME=`.
     fn get(&self, name: &str) -> Result<Option<String>, UsageError> {
-        match (self.0)(name) {
+        match (self.lookup)(name) {
             None => Ok(None),
             Some(v) if v.is_empty() => Ok(None),
             Some(v) => v
@@ -71,25 +66,28 @@ impl Env<'_> {
 
     /// tini's variables switch on when set at all, even to "".
     fn is_set(&self, name: &str) -> bool {
-        (self.0)(name).is_some()
+        (self.lookup)(name).is_some()
     }
 
-    /// The flag `--long`'s value if given, else its `DRAINIT_*` variable,
-    /// whose name comes from the long name (`cli::env_var`), never typed
-    /// twice.
-    fn setting(&self, flag: Option<String>, long: &str) -> Result<Option<Setting>, UsageError> {
-        if let Some(text) = flag {
+    /// The flag `--long`'s value if given, else its `DRAINIT_*` variable's.
+    fn setting(&self, long: &str) -> Result<Option<Setting>, UsageError> {
+        if let Some(text) = self.raw.value(long) {
             return Ok(Some(Setting {
                 text,
                 origin: format!("--{long}"),
             }));
         }
-        let var = cli::env_var(long);
+        let Some(var) = options::get(long).var() else {
+            return Ok(None);
+        };
         Ok(self.get(&var)?.map(|text| Setting { text, origin: var }))
     }
 
-    /// Repeatable flags; the variable holds a comma-separated list.
-    fn list(&self, flags: Vec<String>, long: &str) -> Result<Vec<Setting>, UsageError> {
+    /// A repeatable option's values: the flags if given, else its variable,
+    /// which holds a comma-separated list, or one value per line where the
+    /// declaration says so (commands contain commas; blank lines skipped).
+    fn list(&self, long: &str) -> Result<Vec<Setting>, UsageError> {
+        let flags = self.raw.values(long);
         if !flags.is_empty() {
             return Ok(flags
                 .into_iter()
@@ -99,39 +97,25 @@ impl Env<'_> {
                 })
                 .collect());
         }
-        let var = cli::env_var(long);
-        Ok(self
-            .get(&var)?
-            .map(|all| {
-                all.split(',')
-                    .map(|part| Setting {
-                        text: part.trim().to_string(),
-                        origin: var.clone(),
-                    })
-                    .collect()
-            })
-            .unwrap_or_default())
-    }
-
-    /// Repeatable command flags; the variable holds one command per line,
-    /// since commands contain commas. Blank lines are skipped.
-    fn lines(&self, flags: Vec<String>, long: &str) -> Result<Vec<Setting>, UsageError> {
-        if !flags.is_empty() {
-            return self.list(flags, long);
-        }
-        let var = cli::env_var(long);
-        Ok(self
-            .get(&var)?
-            .map(|all| {
-                all.lines()
-                    .filter(|line| !line.trim().is_empty())
-                    .map(|line| Setting {
-                        text: line.to_string(),
-                        origin: var.clone(),
-                    })
-                    .collect()
-            })
-            .unwrap_or_default())
+        let opt = options::get(long);
+        let Some(var) = opt.var() else {
+            return Ok(Vec::new());
+        };
+        let Some(all) = self.get(&var)? else {
+            return Ok(Vec::new());
+        };
+        let setting = |text: &str| Setting {
+            text: text.to_string(),
+            origin: var.clone(),
+        };
+        Ok(if opt.kind == Kind::Lines {
+            all.lines()
+                .filter(|line| !line.trim().is_empty())
+                .map(setting)
+                .collect()
+        } else {
+            all.split(',').map(|part| setting(part.trim())).collect()
+        })
     }
 
     /// `--long`'s value, or its variable's, parsed. A `fn` parser and no
@@ -139,13 +123,25 @@ impl Env<'_> {
     #[inline(never)]
     fn value<T>(
         &self,
-        flag: Option<String>,
         long: &str,
         parse: fn(&str) -> Result<T, String>,
     ) -> Result<Option<T>, UsageError> {
-        match self.setting(flag, long)? {
+        match self.setting(long)? {
             None => Ok(None),
             Some(s) => s.parse(parse).map(Some),
+        }
+    }
+
+    /// `--long`'s value, its variable's, or else its declared default, each
+    /// parsed by the same parser.
+    fn value_or_default<T>(
+        &self,
+        long: &str,
+        parse: fn(&str) -> Result<T, String>,
+    ) -> Result<T, UsageError> {
+        match self.value(long, parse)? {
+            Some(value) => Ok(value),
+            None => default(long, parse),
         }
     }
 
@@ -153,26 +149,33 @@ impl Env<'_> {
     #[inline(never)]
     fn values<T>(
         &self,
-        flags: Vec<String>,
         long: &str,
         parse: fn(&str) -> Result<T, String>,
     ) -> Result<Vec<T>, UsageError> {
-        self.list(flags, long)?
-            .iter()
-            .map(|s| s.parse(parse))
-            .collect()
+        self.list(long)?.iter().map(|s| s.parse(parse)).collect()
     }
 
-    fn flag(&self, flag: bool, long: &str) -> Result<bool, UsageError> {
-        if flag {
+    fn flag(&self, long: &str) -> Result<bool, UsageError> {
+        if self.raw.flag(long) {
             return Ok(true);
         }
-        let var = cli::env_var(long);
+        let Some(var) = options::get(long).var() else {
+            return Ok(false);
+        };
         match self.get(&var)? {
             None => Ok(false),
             Some(text) => parse_bool(&text).map_err(|e| invalid(&text, &var, &e)),
         }
     }
+}
+
+/// The declared default of `--long`, parsed as a typed value would be: the
+/// default `--help` shows is the one used. (A test parses every declared
+/// default, so the error here cannot happen in a release.)
+#[inline(never)]
+fn default<T>(long: &str, parse: fn(&str) -> Result<T, String>) -> Result<T, UsageError> {
+    let text = options::get(long).default_value().unwrap_or_default();
+    parse(text).map_err(|why| invalid(text, &format!("the default of --{long}"), &why))
 }
 
 fn invalid(text: &str, origin: &str, why: &str) -> UsageError {
@@ -396,19 +399,12 @@ fn parse_verbosity(text: &str) -> Result<u8, String> {
 
 impl Config {
     /// Validates the raw arguments against the environment.
-    pub fn from_raw(raw: RawArgs, env: EnvLookup<'_>) -> Result<Request, UsageError> {
-        let env = Env(env);
-        let raw_ecs = RawEcs {
-            mode: raw.ecs.clone(),
-            interval: raw.ecs_interval.clone(),
-            protect: raw.ecs_protect,
-            protect_interval: raw.protect_interval.clone(),
-            protect_minutes: raw.protect_minutes.clone(),
-        };
-        if raw.license {
+    pub fn from_raw(mut raw: RawArgs, env: EnvLookup<'_>) -> Result<Request, UsageError> {
+        if raw.flag("license") {
             return Ok(Request::License);
         }
-        let mut command = raw.command.into_iter();
+        let mut command = std::mem::take(&mut raw.command).into_iter();
+        let env = Env { lookup: env, raw };
         let program = command
             .next()
             .filter(|p| p != OsStr::new(""))
@@ -420,46 +416,36 @@ impl Config {
             })?;
         let args = command.collect();
 
-        let pdeathsig = env.value(raw.pdeathsig, "pdeathsig", signals::parse_signal)?;
+        let pdeathsig = env.value("pdeathsig", signals::parse_signal)?;
 
-        let remap_exit = env.values(raw.remap_exit, "remap-exit", parse_exit_code)?;
-        let rewrite = env.values(raw.rewrite, "rewrite", parse_rewrite)?;
+        let remap_exit = env.values("remap-exit", parse_exit_code)?;
+        let rewrite = env.values("rewrite", parse_rewrite)?;
 
         // One helper per kind of value keeps every error naming its option.
-        let get = |flag: Option<String>, long: &str| env.setting(flag, long);
-        let duration = |flag, long: &str, default: Duration| -> Result<Duration, UsageError> {
-            Ok(env.value(flag, long, parse_duration)?.unwrap_or(default))
-        };
-        let stop_urls = unique(env.list(raw.stop_url, "stop-url")?, &parse_url)?;
-        let stop_method = env
-            .value(raw.stop_method, "stop-method", parse_method)?
-            .unwrap_or_else(|| "POST".into());
-        let drain_urls = unique(env.list(raw.drain_url, "drain-url")?, &parse_url)?;
-        let pre_stop_delay = duration(raw.pre_stop_delay, "pre-stop-delay", Duration::ZERO)?;
+        let duration = |long: &str| env.value_or_default(long, parse_duration);
+        let stop_urls = unique(env.list("stop-url")?, &parse_url)?;
+        let stop_method = env.value_or_default("stop-method", parse_method)?;
+        let drain_urls = unique(env.list("drain-url")?, &parse_url)?;
+        let pre_stop_delay = duration("pre-stop-delay")?;
         // Programs are found on the PATH drainit runs them with.
-        let path = (env.0)("PATH").and_then(|p| p.into_string().ok());
+        let path = (env.lookup)("PATH").and_then(|p| p.into_string().ok());
         let parse_cmd = |text: &str| sources::parse_command(text, path.as_deref());
-        let stop_execs = unique(env.lines(raw.stop_exec, "stop-exec")?, &parse_cmd)?;
-        let drain_execs = unique(env.lines(raw.drain_exec, "drain-exec")?, &parse_cmd)?;
-        let drain_files = unique(env.list(raw.drain_file, "drain-file")?, &parse_drain_file)?;
-        let hook_timeout = env.value(raw.hook_timeout, "hook-timeout", parse_interval)?;
-        let drain_timeout = env
-            .value(raw.drain_timeout, "drain-timeout", parse_interval)?
-            .unwrap_or(Duration::from_secs(5));
+        let stop_execs = unique(env.list("stop-exec")?, &parse_cmd)?;
+        let drain_execs = unique(env.list("drain-exec")?, &parse_cmd)?;
+        let drain_files = unique(env.list("drain-file")?, &parse_drain_file)?;
+        let hook_timeout = env.value("hook-timeout", parse_interval)?;
+        let drain_timeout = env.value_or_default("drain-timeout", parse_interval)?;
         // Task protection asks the sources that can say "busy": URLs and
         // commands (a drain file only appears at the end of a stop).
         let protect_sources = !drain_urls.is_empty() || !drain_execs.is_empty();
-        let ecs = Self::ecs_from(&raw_ecs, &env, protect_sources)?;
-        let notify_socket = env.value(raw.notify_socket, "notify-socket", parse_socket_path)?;
-        let notify_access = env
-            .value(raw.notify_access, "notify-access", notify::parse_access)?
-            .unwrap_or(notify::Access::All);
+        let ecs = Self::ecs_from(&env, protect_sources)?;
+        let notify_socket = env.value("notify-socket", parse_socket_path)?;
+        let notify_access = env.value_or_default("notify-access", notify::parse_access)?;
         // A socket path implies --notify.
-        let notify =
-            (env.flag(raw.notify, "notify")? || notify_socket.is_some()).then_some(NotifyConfig {
-                socket: notify_socket,
-                access: notify_access,
-            });
+        let notify = (env.flag("notify")? || notify_socket.is_some()).then_some(NotifyConfig {
+            socket: notify_socket,
+            access: notify_access,
+        });
         let drain_active = !drain_urls.is_empty()
             || notify.is_some()
             || !stop_urls.is_empty()
@@ -470,9 +456,11 @@ impl Config {
             || ecs
                 .as_ref()
                 .is_some_and(|e| e.metadata_uri.is_some() || e.protect.is_some());
-        let grace = match get(raw.grace, "grace")? {
+        // The declared default applies only with a drain option.
+        let default_grace = default("grace", parse_grace)?;
+        let grace = match env.setting("grace")? {
             Some(s) => s.parse(parse_grace)?,
-            None => drain_active.then_some(DEFAULT_GRACE),
+            None => default_grace.filter(|_| drain_active),
         };
         // The deadline must leave the app time to get its stop signal: a
         // delay that reaches it would mean SIGKILL without any warning.
@@ -495,7 +483,7 @@ impl Config {
                 )));
             }
         }
-        let grace_max = match get(raw.grace_max, "grace-max")? {
+        let grace_max = match env.setting("grace-max")? {
             None => grace,
             Some(s) => {
                 let max = s.parse(parse_duration)?;
@@ -524,13 +512,14 @@ impl Config {
         // With a drain option the default is 2, so the drain progress and
         // the exit report are visible without asking.
         let default_verbosity = if drain_active { 2 } else { 1 };
-        let mut verbosity = if raw.verbose > 0 {
-            1u8.saturating_add(raw.verbose).min(4)
+        let verbose_count = env.raw.count("verbose");
+        let mut verbosity = if verbose_count > 0 {
+            1u8.saturating_add(verbose_count).min(4)
         } else {
             // DRAINIT_VERBOSE is `--verbose`'s own variable (a level, as
             // a count of -v makes no sense in a variable); DRAINIT_VERBOSITY
             // is the older spelling, still read.
-            let verbose = cli::env_var("verbose");
+            let verbose = options::env_var("verbose");
             let found = match env.get(&verbose)? {
                 Some(text) => Some((text, verbose)),
                 None => env
@@ -551,13 +540,9 @@ impl Config {
         Ok(Request::Run(Box::new(Config {
             notify,
             grace_max,
-            log_format: env
-                .value(raw.log_format, "log-format", parse_log_format)?
-                .unwrap_or(LogFormat::Text),
+            log_format: env.value_or_default("log-format", parse_log_format)?,
             grace,
-            stop_signals: env
-                .value(raw.stop_signals, "stop-signals", parse_signal_list)?
-                .unwrap_or_else(|| vec![libc::SIGTERM, libc::SIGINT]),
+            stop_signals: env.value_or_default("stop-signals", parse_signal_list)?,
             pre_stop_delay,
             stop_hooks: stop_urls
                 .into_iter()
@@ -567,39 +552,32 @@ impl Config {
                 })
                 .collect(),
             drain_urls,
-            drain_field: env
-                .value(raw.drain_field, "drain-field", parse_pointer)?
-                .unwrap_or_else(|| "/readyForTermination".into()),
+            drain_field: env.value_or_default("drain-field", parse_pointer)?,
             stop_execs,
-            hook_timeout: hook_timeout.unwrap_or(Duration::from_secs(10)),
+            hook_timeout: match hook_timeout {
+                Some(hook) => hook,
+                None => default("hook-timeout", parse_interval)?,
+            },
             drain_execs,
             drain_timeout,
             drain_files,
-            drain_interval: env
-                .value(raw.drain_interval, "drain-interval", parse_interval)?
-                .unwrap_or(Duration::from_secs(1)),
-            ready_grace: duration(raw.ready_grace, "ready-grace", Duration::from_secs(2))?,
-            orphan_grace: duration(raw.orphan_grace, "orphan-grace", Duration::ZERO)?,
-            deadline_exit_code: env
-                .value(
-                    raw.deadline_exit_code,
-                    "deadline-exit-code",
-                    parse_exit_code,
-                )?
-                .unwrap_or(124),
-            exit_report: env.value(raw.exit_report, "exit-report", parse_path)?,
+            drain_interval: env.value_or_default("drain-interval", parse_interval)?,
+            ready_grace: duration("ready-grace")?,
+            orphan_grace: duration("orphan-grace")?,
+            deadline_exit_code: env.value_or_default("deadline-exit-code", parse_exit_code)?,
+            exit_report: env.value("exit-report", parse_path)?,
             ecs,
             program,
             args,
-            subreaper: env.flag(raw.subreaper, "subreaper")? || env.is_set("TINI_SUBREAPER"),
+            subreaper: env.flag("subreaper")? || env.is_set("TINI_SUBREAPER"),
             pdeathsig,
             verbosity,
-            warn_on_reap: env.flag(raw.warn_on_reap, "warn-on-reap")?,
+            warn_on_reap: env.flag("warn-on-reap")?,
             // dumb-init: DUMB_INIT_SETSID=0 and -c mean "the child only"
             // (drainit's default); any other value is its session mode,
             // which for signals is -g. -c, a flag, beats every variable.
-            kill_process_group: !raw.single_child
-                && (env.flag(raw.kill_process_group, "kill-process-group")?
+            kill_process_group: !env.raw.flag("single-child")
+                && (env.flag("kill-process-group")?
                     || env.is_set("TINI_KILL_PROCESS_GROUP")
                     || env.get("DUMB_INIT_SETSID")?.is_some_and(|v| v != "0")),
             remap_exit,
@@ -610,17 +588,9 @@ impl Config {
 
     /// The ECS settings: None when neither the metadata watch nor task
     /// protection is on.
-    fn ecs_from(
-        raw: &RawEcs,
-        env: &Env<'_>,
-        has_drain_url: bool,
-    ) -> Result<Option<EcsConfig>, UsageError> {
-        let mode = env
-            .value(raw.mode.clone(), "ecs", parse_ecs_mode)?
-            .unwrap_or(EcsMode::Auto);
-        let interval = env
-            .value(raw.interval.clone(), "ecs-interval", parse_ecs_interval)?
-            .unwrap_or(Duration::from_secs(5));
+    fn ecs_from(env: &Env<'_>, has_drain_url: bool) -> Result<Option<EcsConfig>, UsageError> {
+        let mode = env.value_or_default("ecs", parse_ecs_mode)?;
+        let interval = env.value_or_default("ecs-interval", parse_ecs_interval)?;
         let metadata_var = [
             "ECS_CONTAINER_METADATA_URI_V4",
             "ECS_CONTAINER_METADATA_URI",
@@ -647,21 +617,9 @@ impl Config {
         };
         // Checked whether or not protection is on: a bad value is a
         // mistake even where it has no effect yet.
-        let protect_interval = env
-            .value(
-                raw.protect_interval.clone(),
-                "protect-interval",
-                parse_ecs_interval,
-            )?
-            .unwrap_or(Duration::from_secs(10));
-        let protect_minutes = env
-            .value(
-                raw.protect_minutes.clone(),
-                "protect-minutes",
-                parse_protect_minutes,
-            )?
-            .unwrap_or(60);
-        let protect = if env.flag(raw.protect, "ecs-protect")? {
+        let protect_interval = env.value_or_default("protect-interval", parse_ecs_interval)?;
+        let protect_minutes = env.value_or_default("protect-minutes", parse_protect_minutes)?;
+        let protect = if env.flag("ecs-protect")? {
             if mode == EcsMode::Off {
                 return Err(UsageError(
                     "--ecs-protect cannot be used with --ecs off".into(),
@@ -703,7 +661,12 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::app::cli;
     use clap::Parser;
+
+    /// The grace period when a drain option is set and `--grace` is not
+    /// (declared in `app::options`; pinned here).
+    const DEFAULT_GRACE: Duration = Duration::from_secs(25);
     use std::collections::HashMap;
 
     fn parse_with(args: &[&str], vars: &[(&str, &str)]) -> Result<Config, UsageError> {
@@ -1161,7 +1124,10 @@ mod tests {
             .filter_map(|a| {
                 let long = a.get_long()?;
                 let help = a.get_help().map(|h| h.to_string()).unwrap_or_default();
-                (!cli::NO_VARIABLE.contains(&long)).then(|| (long.to_string(), help))
+                options::OPTIONS
+                    .iter()
+                    .any(|o| o.long == long && o.var)
+                    .then(|| (long.to_string(), help))
             })
             .collect()
     }
@@ -1175,7 +1141,7 @@ mod tests {
         let options = settings_with_help();
         assert!(options.len() >= 25, "{options:?}");
         for (long, _) in &options {
-            let var = cli::env_var(long);
+            let var = options::env_var(long);
             assert!(
                 help.contains(&format!("[env: {var}]")),
                 "--help does not list {var}"
@@ -1213,7 +1179,7 @@ mod tests {
             else {
                 continue;
             };
-            let var = cli::env_var(&long);
+            let var = options::env_var(&long);
             let mut env: Vec<(&str, &str)> =
                 ALL_ON.iter().copied().filter(|(k, _)| *k != var).collect();
             env.push((&var, default));

@@ -4,3 +4,4 @@ pub mod cli;
 pub mod config;
 pub mod logging;
 pub mod main;
+pub mod options;

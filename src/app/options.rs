@@ -1,0 +1,543 @@
+//! Every option of drainit, declared once: names, heading, value, default
+//! and help. `cli` builds the clap arguments from this table, `config` reads
+//! each option's variable and default through it, and `reference` renders
+//! the Markdown options reference (docs/options.md, kept equal by a test).
+//!
+//! Adding an option is one entry in `OPTIONS` plus its use in `config`.
+
+use std::fmt::Write as _;
+
+/// Where `--help` and the reference list an option.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Heading {
+    General,
+    Draining,
+    Notify,
+    Ecs,
+}
+
+impl Heading {
+    /// The `--help` heading; `None` is clap's own "Options".
+    pub fn title(self) -> Option<&'static str> {
+        match self {
+            Heading::General => None,
+            Heading::Draining => Some("Draining"),
+            Heading::Notify => Some("sd_notify"),
+            Heading::Ecs => Some("Amazon ECS"),
+        }
+    }
+}
+
+/// How an option takes its value, on the command line and in its variable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A switch; its variable takes 1/true/yes/on or 0/false/no/off.
+    Flag,
+    /// A switch counted per use (`-vv`); its variable takes the level.
+    Count,
+    /// One value.
+    One,
+    /// Repeatable; the variable holds a comma-separated list.
+    Commas,
+    /// Repeatable; the variable holds one value per line (commands, which
+    /// contain commas).
+    Lines,
+    /// Prints the version and exits.
+    Version,
+}
+
+/// What an option is when it is not given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Default {
+    /// Off, empty or unset.
+    None,
+    /// This text, parsed exactly as a typed value would be, is the value.
+    Value(&'static str),
+    /// This text is the value, but only in the case the words describe
+    /// (shown as "[default: VALUE WORDS]").
+    ValueWhen(&'static str, &'static str),
+    /// Words only: `config` works the value out (e.g. "the --grace value").
+    Said(&'static str),
+}
+
+/// One option.
+#[derive(Debug, Clone, Copy)]
+pub struct Opt {
+    /// `--long`, also the clap id and the base of the variable's name.
+    pub long: &'static str,
+    pub short: Option<char>,
+    pub heading: Heading,
+    pub kind: Kind,
+    /// The value's name in `--help` (`D` for a duration); "" for switches.
+    pub value: &'static str,
+    pub default: Default,
+    /// Whether `DRAINIT_<LONG>` sets it too.
+    pub var: bool,
+    pub help: &'static str,
+}
+
+impl Opt {
+    /// `DRAINIT_` and the long name in capitals, dashes as underscores; the
+    /// one place a variable name is made.
+    pub fn var(&self) -> Option<String> {
+        self.var.then(|| env_var(self.long))
+    }
+
+    /// The default as `--help` shows it inside "[default: ...]".
+    pub fn default_shown(&self) -> Option<String> {
+        match self.default {
+            Default::None => None,
+            Default::Value(v) | Default::Said(v) => Some(v.to_string()),
+            Default::ValueWhen(v, when) => Some(format!("{v} {when}")),
+        }
+    }
+
+    /// The text a value default is parsed from; `None` where there is none.
+    pub fn default_value(&self) -> Option<&'static str> {
+        match self.default {
+            Default::Value(v) | Default::ValueWhen(v, _) => Some(v),
+            Default::None | Default::Said(_) => None,
+        }
+    }
+
+    /// What `--help` adds after the text of a repeatable option.
+    pub fn repeat_note(&self) -> &'static str {
+        match self.kind {
+            Kind::Commas if self.var => "(repeatable; comma-separated in the variable)",
+            Kind::Lines => "(repeatable; one per line in the variable)",
+            Kind::Commas => "(repeatable)",
+            _ => "",
+        }
+    }
+}
+
+/// The variable of `--long`; see `Opt::var`.
+pub fn env_var(long: &str) -> String {
+    let mut var = String::from("DRAINIT_");
+    var.extend(long.chars().map(|c| match c {
+        '-' => '_',
+        c => c.to_ascii_uppercase(),
+    }));
+    var
+}
+
+/// The option `--long`. Every name `config` asks for is declared; an
+/// unknown one is a bug that every run (and so every test) would hit.
+pub fn get(long: &str) -> &'static Opt {
+    match OPTIONS.iter().find(|o| o.long == long) {
+        Some(opt) => opt,
+        None => panic!("--{long} is not declared in app::options"),
+    }
+}
+
+const FLAG: Opt = Opt {
+    long: "",
+    short: None,
+    heading: Heading::General,
+    kind: Kind::Flag,
+    value: "",
+    default: Default::None,
+    var: true,
+    help: "",
+};
+
+const ONE: Opt = Opt {
+    kind: Kind::One,
+    ..FLAG
+};
+
+/// A duration under "Draining": `500ms`, `20s`, `2m` or seconds.
+const DRAIN_D: Opt = Opt {
+    heading: Heading::Draining,
+    value: "D",
+    ..ONE
+};
+
+/// Every option, in `--help` order within each heading.
+pub static OPTIONS: [Opt; 37] = [
+    // General: tini's and dumb-init's flags, then drainit's.
+    Opt {
+        long: "subreaper",
+        short: Some('s'),
+        help: "Register as a child subreaper (automatic when drainit is not PID 1)",
+        ..FLAG
+    },
+    Opt {
+        long: "pdeathsig",
+        short: Some('p'),
+        value: "SIGNAL",
+        help: "Signal drainit receives when its parent dies (PR_SET_PDEATHSIG)",
+        ..ONE
+    },
+    Opt {
+        long: "verbose",
+        short: Some('v'),
+        kind: Kind::Count,
+        default: Default::Said("1, 2 with a drain option"),
+        help: "More output; each -v adds a level (0 off, 1 warnings, 2 info, 3 debug, \
+               4 trace); the variable takes the level",
+        ..FLAG
+    },
+    Opt {
+        long: "warn-on-reap",
+        short: Some('w'),
+        help: "Warn when a process other than the main child is reaped",
+        ..FLAG
+    },
+    Opt {
+        long: "kill-process-group",
+        short: Some('g'),
+        help: "Deliver signals to the child's whole process group",
+        ..FLAG
+    },
+    Opt {
+        long: "single-child",
+        short: Some('c'),
+        var: false,
+        help: "dumb-init's single-child mode: signal only the child, drainit's default \
+               (accepted for dumb-init users; beats the -g variables)",
+        ..FLAG
+    },
+    Opt {
+        long: "remap-exit",
+        short: Some('e'),
+        kind: Kind::Commas,
+        value: "CODE",
+        help: "Remap this exit code of the child (0-255) to 0",
+        ..FLAG
+    },
+    Opt {
+        long: "rewrite",
+        short: Some('r'),
+        kind: Kind::Commas,
+        value: "FROM:TO",
+        help: "Rewrite a received signal before forwarding it; TO=0 drops it",
+        ..FLAG
+    },
+    Opt {
+        long: "log-format",
+        value: "FORMAT",
+        default: Default::Value("text"),
+        help: "Log format: text or json",
+        ..ONE
+    },
+    Opt {
+        long: "license",
+        short: Some('l'),
+        var: false,
+        help: "Print the license and exit",
+        ..FLAG
+    },
+    Opt {
+        long: "version",
+        short: Some('V'),
+        kind: Kind::Version,
+        var: false,
+        help: "Print the version and exit",
+        ..FLAG
+    },
+    // Draining.
+    Opt {
+        long: "grace",
+        default: Default::ValueWhen("25s", "with a drain option, else none"),
+        help: "Deadline from the start of a stop; then SIGKILL. 0/none never escalates",
+        ..DRAIN_D
+    },
+    Opt {
+        long: "stop-signals",
+        value: "LIST",
+        default: Default::Value("TERM,INT"),
+        help: "Received signals that begin a stop",
+        ..DRAIN_D
+    },
+    Opt {
+        long: "pre-stop-delay",
+        default: Default::Value("0"),
+        help: "Wait this long before the stop hooks and signal",
+        ..DRAIN_D
+    },
+    Opt {
+        long: "stop-url",
+        kind: Kind::Commas,
+        value: "URL",
+        help: "Request sent once when the stop hooks fire (e.g. POST /shutdown)",
+        ..DRAIN_D
+    },
+    Opt {
+        long: "stop-method",
+        value: "M",
+        default: Default::Value("POST"),
+        help: "HTTP method of --stop-url",
+        ..DRAIN_D
+    },
+    Opt {
+        long: "drain-url",
+        kind: Kind::Commas,
+        value: "URL",
+        help: "The app's drain endpoint, polled during a stop",
+        ..DRAIN_D
+    },
+    Opt {
+        long: "stop-exec",
+        kind: Kind::Lines,
+        value: "CMD",
+        help: "Command run once when the stop hooks fire, split with shell quoting but no shell",
+        ..DRAIN_D
+    },
+    Opt {
+        long: "hook-timeout",
+        default: Default::Value("10s"),
+        help: "Longest wait for the stop hooks before the stop signal goes out",
+        ..DRAIN_D
+    },
+    Opt {
+        long: "drain-exec",
+        kind: Kind::Lines,
+        value: "CMD",
+        help: "Readiness by command: exit 0 is ready, run every --drain-interval",
+        ..DRAIN_D
+    },
+    Opt {
+        long: "drain-timeout",
+        default: Default::Value("5s"),
+        help: "Longest run of a --drain-exec command, then it is killed",
+        ..DRAIN_D
+    },
+    Opt {
+        long: "drain-file",
+        kind: Kind::Commas,
+        value: "PATH",
+        help: "Readiness by file: ready once PATH exists, written during the stop",
+        ..DRAIN_D
+    },
+    Opt {
+        long: "drain-field",
+        value: "PTR",
+        default: Default::Value("/readyForTermination"),
+        help: "JSON pointer to the readiness boolean",
+        ..DRAIN_D
+    },
+    Opt {
+        long: "drain-interval",
+        default: Default::Value("1s"),
+        help: "Period of the rounds over the drain sources",
+        ..DRAIN_D
+    },
+    Opt {
+        long: "ready-grace",
+        default: Default::Value("2s"),
+        help: "Once the app is ready, time for the child to exit by itself",
+        ..DRAIN_D
+    },
+    Opt {
+        long: "orphan-grace",
+        default: Default::Value("0"),
+        help: "After the main child exits, SIGTERM what remains and wait up to D",
+        ..DRAIN_D
+    },
+    Opt {
+        long: "deadline-exit-code",
+        value: "N",
+        default: Default::Value("124"),
+        help: "Exit code when the deadline passes and drainit kills the child",
+        ..DRAIN_D
+    },
+    Opt {
+        long: "exit-report",
+        value: "PATH",
+        help: "Write the JSON exit report here when drainit exits",
+        ..DRAIN_D
+    },
+    // sd_notify.
+    Opt {
+        long: "notify",
+        heading: Heading::Notify,
+        help: "Receive the app's sd_notify messages (NOTIFY_SOCKET): READY, STATUS, STOPPING, \
+               EXTEND_TIMEOUT_USEC, X_DRAINIT_READY_FOR_TERMINATION",
+        ..FLAG
+    },
+    Opt {
+        long: "notify-socket",
+        heading: Heading::Notify,
+        value: "PATH",
+        default: Default::Said("an abstract name"),
+        help: "Bind the notify socket at this absolute path (implies --notify)",
+        ..ONE
+    },
+    Opt {
+        long: "notify-access",
+        heading: Heading::Notify,
+        value: "WHO",
+        default: Default::Value("all"),
+        help: "Who may send: all (any process in drainit's PID namespace) or main \
+               (the main child only)",
+        ..ONE
+    },
+    Opt {
+        long: "grace-max",
+        heading: Heading::Notify,
+        value: "D",
+        default: Default::Said("the --grace value"),
+        help: "Latest deadline EXTEND_TIMEOUT_USEC may reach, from the start of a stop",
+        ..ONE
+    },
+    // Amazon ECS.
+    Opt {
+        long: "ecs",
+        heading: Heading::Ecs,
+        value: "MODE",
+        default: Default::Value("auto"),
+        help: "Amazon ECS integration: auto (when the metadata variable is set), on, off",
+        ..ONE
+    },
+    Opt {
+        long: "ecs-interval",
+        heading: Heading::Ecs,
+        value: "D",
+        default: Default::Value("5s"),
+        help: "Task metadata poll period, at least 1s",
+        ..ONE
+    },
+    Opt {
+        long: "ecs-protect",
+        heading: Heading::Ecs,
+        help: "Keep task scale-in protection on while the --drain-url and --drain-exec \
+               sources say the app is busy (drain files never count); needs ECS_AGENT_URI \
+               and one such source",
+        ..FLAG
+    },
+    Opt {
+        long: "protect-interval",
+        heading: Heading::Ecs,
+        value: "D",
+        default: Default::Value("10s"),
+        help: "How often --ecs-protect asks those sources, at least 1s",
+        ..ONE
+    },
+    Opt {
+        long: "protect-minutes",
+        heading: Heading::Ecs,
+        value: "M",
+        default: Default::Value("60"),
+        help: "Protection length per request, 1-2880 minutes",
+        ..ONE
+    },
+];
+
+/// The options reference in Markdown (docs/options.md), from `OPTIONS`.
+/// Not used by the binary: a test writes and compares it.
+pub fn reference() -> String {
+    let mut md = String::from(REFERENCE_HEAD);
+    for (heading, title, intro) in [
+        (Heading::General, "General", ""),
+        (
+            Heading::Draining,
+            "Draining",
+            "How these work together: [draining.md](draining.md).\n\n",
+        ),
+        (
+            Heading::Notify,
+            "sd_notify",
+            "See [notify.md](notify.md).\n\n",
+        ),
+        (Heading::Ecs, "Amazon ECS", "See [ecs.md](ecs.md).\n\n"),
+    ] {
+        let _ = write!(
+            md,
+            "\n## {title}\n\n{intro}| option | variable | default | meaning |\n| --- | --- | --- | --- |\n"
+        );
+        for opt in OPTIONS.iter().filter(|o| o.heading == heading) {
+            let mut names = String::new();
+            if let Some(short) = opt.short {
+                let _ = write!(names, "`-{short}`, ");
+            }
+            let _ = write!(names, "`--{}", opt.long);
+            if !opt.value.is_empty() {
+                let _ = write!(names, " {}", opt.value);
+            }
+            names.push('`');
+            let var = opt.var().map(|v| format!("`{v}`")).unwrap_or_default();
+            let default = match (opt.default, opt.kind) {
+                (Default::None, Kind::Flag) if opt.var => "off".to_string(),
+                (Default::None, Kind::One | Kind::Commas | Kind::Lines) => "none".to_string(),
+                (Default::None, _) => String::new(),
+                (Default::Value(v), _) => format!("`{v}`"),
+                (Default::ValueWhen(v, when), _) => format!("`{v}` {when}"),
+                (Default::Said(words), _) => words.to_string(),
+            };
+            let mut meaning = opt.help.to_string();
+            if !opt.repeat_note().is_empty() {
+                let _ = write!(meaning, " {}", opt.repeat_note());
+            }
+            let _ = writeln!(
+                md,
+                "| {names} | {var} | {default} | {} |",
+                meaning.replace('|', "\\|")
+            );
+        }
+        if heading == Heading::General {
+            md.push_str("| `-h`, `--help` | | | Print help and exit |\n");
+        }
+    }
+    md.push_str(REFERENCE_TAIL);
+    md
+}
+
+const REFERENCE_HEAD: &str = "\
+<!-- Generated from src/app/options.rs by `DRAINIT_REGENERATE_DOCS=1 cargo test --test options`;
+     edit the declarations there, not this file. -->
+
+# Options reference
+
+```text
+drainit [OPTIONS] [--] PROGRAM [ARGS]...
+```
+
+`PROGRAM` is required. Option parsing stops at `--` or at the first word
+that is not an option: `drainit ls -l` runs `ls -l`.
+
+Every option with a variable in the tables below can also be set with it:
+`DRAINIT_` and the long name in capitals, dashes as underscores
+(`--pre-stop-delay` is `DRAINIT_PRE_STOP_DELAY`). A flag beats its
+variable. `drainit --help` shows the same list; the man page is
+[drainit.1](drainit.1) (`man ./docs/drainit.1`).
+
+Topics: [draining](draining.md), [sd_notify](notify.md), [ECS](ecs.md),
+[signals](signals.md), [logs](troubleshooting.md).
+";
+
+const REFERENCE_TAIL: &str = "
+## Variables without an option
+
+| variable | meaning |
+| --- | --- |
+| `TINI_SUBREAPER` | set to anything (even `0`): `--subreaper`, as in tini |
+| `TINI_KILL_PROCESS_GROUP` | set to anything (even `0`): `--kill-process-group`, as in tini |
+| `TINI_VERBOSITY` | the verbosity level 0-4; replaces the `-v` count and `DRAINIT_VERBOSE`, as in tini |
+| `DUMB_INIT_SETSID` | any value but `0` means `-g`; `0` leaves the default, the child only (`-c` beats it) |
+| `DRAINIT_VERBOSITY` | another spelling of `DRAINIT_VERBOSE`, read when that is unset |
+| `DRAINIT_LOG` | an env_logger-style filter (`debug`, `drainit=trace`) applied over the verbosity |
+| `NOTIFY_SOCKET` | with `--notify`, an outer socket drainit relays to; without it, passed to the child untouched |
+| `ECS_CONTAINER_METADATA_URI_V4`, `ECS_CONTAINER_METADATA_URI` | switch ECS support on under `--ecs auto` |
+| `ECS_AGENT_URI` | the agent endpoint `--ecs-protect` uses |
+
+## Values
+
+- **Durations** (`D`): `500ms`, `20s`, `2m`, or a bare number of seconds
+  (`20`, `0.5`).
+- **Signals**: `TERM`, `SIGTERM`, `sigterm` or `15`; real-time signals as
+  `RTMIN+3` or `SIGRTMAX-1`.
+- **Booleans** (`DRAINIT_*` switches): `1`/`true`/`yes`/`on` or
+  `0`/`false`/`no`/`off`; anything else is an error.
+- **Empty**: a `DRAINIT_*` variable set to the empty string counts as unset
+  (`docker run -e DRAINIT_GRACE=` does nothing).
+- **Lists in variables**: repeatable options take a comma-separated list in
+  their variable (a comma inside a URL is written `%2C`), except
+  `DRAINIT_STOP_EXEC` and `DRAINIT_DRAIN_EXEC`, which hold one command per
+  line, since commands contain commas; blank lines are skipped.
+- **URLs**: `http://` only (drain endpoints are local; there is no TLS).
+  IPv6 literals go in brackets (`http://[::1]:8080/drain`).
+
+An invalid option or variable ends drainit with exit code 2 and one line
+naming it, before any child starts.
+";
