@@ -122,7 +122,7 @@ pub fn env_var(long: &str) -> String {
 }
 
 /// The option `--long`. Every name `config` asks for is declared; an
-/// unknown one is a bug that every run (and so every test) would hit.
+/// unknown one is a bug that every valid run (and so the tests) would hit.
 pub fn get(long: &str) -> &'static Opt {
     match OPTIONS.iter().find(|o| o.long == long) {
         Some(opt) => opt,
@@ -146,7 +146,7 @@ const ONE: Opt = Opt {
     ..FLAG
 };
 
-/// A duration under "Draining": `500ms`, `20s`, `2m` or seconds.
+/// Under "Draining", with a duration `D` unless the entry names another value.
 const DRAIN_D: Opt = Opt {
     heading: Heading::Draining,
     value: "D",
@@ -154,7 +154,7 @@ const DRAIN_D: Opt = Opt {
 };
 
 /// Every option, in `--help` order within each heading.
-pub static OPTIONS: [Opt; 37] = [
+pub static OPTIONS: &[Opt] = &[
     // General: tini's and dumb-init's flags, then drainit's.
     Opt {
         long: "subreaper",

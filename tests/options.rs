@@ -1,0 +1,293 @@
+//! The option declarations (`src/app/options.rs`) against everything made
+//! from them: the committed options reference (docs/options.md) and man
+//! page (docs/drainit.1) are regenerated and compared, `drainit --help`
+//! shows every option with its variable and default within 100 columns,
+//! and every declared default parses with its option's own parser.
+//!
+//! After changing an option, regenerate both files with
+//! `DRAINIT_REGENERATE_DOCS=1 cargo test --test options`.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::Command;
+
+use clap::Parser;
+use drainit::app::cli::{self, RawArgs};
+use drainit::app::config::{Config, Request};
+use drainit::app::options::{self, Kind, Opt, OPTIONS};
+
+const DRAINIT: &str = env!("CARGO_BIN_EXE_drainit");
+const REGENERATE: &str = "DRAINIT_REGENERATE_DOCS";
+
+/// Compares a generated file with the committed one, or writes it when
+/// `DRAINIT_REGENERATE_DOCS` is set.
+fn check_generated(relative: &str, generated: &str) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(relative);
+    if std::env::var_os(REGENERATE).is_some() {
+        std::fs::write(&path, generated).unwrap();
+        return;
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    if committed == generated {
+        return;
+    }
+    let first_difference = committed
+        .lines()
+        .zip(generated.lines())
+        .position(|(a, b)| a != b)
+        .unwrap_or_else(|| committed.lines().count().min(generated.lines().count()));
+    panic!(
+        "{relative} is not what the option declarations generate (first difference at line {}:\n\
+         committed: {:?}\ngenerated: {:?})\n\
+         regenerate it with: {REGENERATE}=1 cargo test --test options",
+        first_difference + 1,
+        committed
+            .lines()
+            .nth(first_difference)
+            .unwrap_or("<end of file>"),
+        generated
+            .lines()
+            .nth(first_difference)
+            .unwrap_or("<end of file>"),
+    );
+}
+
+#[test]
+fn the_options_reference_is_generated_from_the_declarations() {
+    check_generated("docs/options.md", &options::reference());
+}
+
+/// The man page: clap_mangen over `cli::command()`, with the version
+/// without its commit (so the page changes only when the options do),
+/// PROGRAM and its ARGS shown as in the usage line (`--help` writes them
+/// out itself), and help texts unwrapped (roff fills its own lines).
+fn man_page() -> String {
+    let cmd = cli::command()
+        .version(env!("CARGO_PKG_VERSION"))
+        .mut_arg(cli::PROGRAM, |a| {
+            a.hide(false)
+                .required(true)
+                .action(clap::ArgAction::Set)
+                .num_args(1)
+                .trailing_var_arg(false)
+                .help("The program to run")
+        })
+        .arg(
+            clap::Arg::new("args")
+                .value_name("ARGS")
+                .action(clap::ArgAction::Append)
+                .num_args(0..)
+                .trailing_var_arg(true)
+                .help("Its arguments"),
+        )
+        .mut_args(|a| match a.get_help().map(|h| h.to_string()) {
+            Some(help) => a.help(help.replace('\n', " ")),
+            None => a,
+        });
+    let mut out = Vec::new();
+    clap_mangen::Man::new(cmd)
+        .title("DRAINIT")
+        .section("1")
+        .source(format!("drainit {}", env!("CARGO_PKG_VERSION")))
+        .manual("User Commands")
+        .render(&mut out)
+        .unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+#[test]
+fn the_man_page_is_generated_from_the_command() {
+    check_generated("docs/drainit.1", &man_page());
+}
+
+/// The man page (equal to the committed one, see above) misses no option.
+#[test]
+fn the_man_page_lists_every_option() {
+    let page = man_page();
+    for opt in OPTIONS {
+        // roff writes a dash as \-.
+        let long = format!("\\-\\-{}", opt.long.replace('-', "\\-"));
+        assert!(page.contains(&long), "the man page lacks --{}", opt.long);
+        if let Some(short) = opt.short {
+            assert!(
+                page.contains(&format!("\\-{short}")),
+                "the man page lacks -{short}"
+            );
+        }
+        if let Some(var) = opt.var() {
+            assert!(page.contains(&var), "the man page lacks {var}");
+        }
+    }
+    assert!(page.contains("PROGRAM"));
+}
+
+fn help() -> String {
+    let out = Command::new(DRAINIT).arg("--help").output().unwrap();
+    assert!(out.status.success());
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The lines `--help` gives the option: its own line and the indented
+/// lines that continue its text.
+fn help_block<'a>(help: &'a str, opt: &Opt) -> Vec<&'a str> {
+    let names = match opt.short {
+        Some(short) => format!("-{short}, --{}", opt.long),
+        None => format!("--{}", opt.long),
+    };
+    let lines: Vec<&str> = help.lines().collect();
+    let start = lines
+        .iter()
+        .position(|line| {
+            let indent = line.len() - line.trim_start().len();
+            line.trim_start()
+                .strip_prefix(&names)
+                .is_some_and(|rest| rest.starts_with([' ', '.']) || rest.is_empty())
+                && indent <= 6
+        })
+        .unwrap_or_else(|| panic!("--help lacks {names}:\n{help}"));
+    let mut block = vec![lines[start]];
+    block.extend(
+        lines[start + 1..]
+            .iter()
+            .take_while(|line| line.len() - line.trim_start().len() > 10),
+    );
+    block
+}
+
+#[test]
+fn help_shows_every_option_with_its_variable_and_default() {
+    let help = help();
+    for opt in OPTIONS {
+        let block = help_block(&help, opt).join(" ");
+        if !opt.value.is_empty() {
+            assert!(
+                block.contains(&format!("--{} <{}>", opt.long, opt.value)),
+                "{block}"
+            );
+        }
+        match opt.var() {
+            Some(var) => assert!(block.contains(&format!("[env: {var}]")), "{block}"),
+            None => assert!(!block.contains("[env: "), "{block}"),
+        }
+        match opt.default_shown() {
+            Some(default) => assert!(block.contains(&format!("[default: {default}]")), "{block}"),
+            None => assert!(!block.contains("[default: "), "{block}"),
+        }
+        let first_words: String = opt.help.split(' ').take(4).collect::<Vec<_>>().join(" ");
+        assert!(block.contains(&first_words), "{block}");
+    }
+}
+
+#[test]
+fn help_fits_in_100_columns() {
+    let help = help();
+    let long: Vec<&str> = help
+        .lines()
+        .filter(|l| l.chars().count() > cli::HELP_COLUMNS)
+        .collect();
+    assert!(long.is_empty(), "lines over 100 columns: {long:#?}");
+}
+
+#[test]
+fn no_help_line_but_an_option_line_starts_with_a_dash() {
+    // A wrapped text that starts a line with "--drain-exec" would read as
+    // an option of its own (to people, and to tests/docs.rs).
+    let help = help();
+    let odd: Vec<&str> = help
+        .lines()
+        .filter(|l| l.trim_start().starts_with('-') && l.len() - l.trim_start().len() > 6)
+        .collect();
+    assert!(odd.is_empty(), "{odd:#?}");
+}
+
+#[test]
+fn help_names_the_exit_codes_the_docs_and_a_required_program() {
+    let help = help();
+    for code in [
+        "2 usage error",
+        "124 deadline",
+        "125 drainit failed to start the child",
+        "126 PROGRAM not executable",
+        "127 PROGRAM not found",
+    ] {
+        assert!(help.contains(code), "--help lacks {code:?}");
+    }
+    assert!(help.contains("docs/") && help.contains("README"));
+    assert!(help.contains("Usage: drainit [OPTIONS] [--] PROGRAM [ARGS]..."));
+    assert!(!help.contains("[PROGRAM]"), "PROGRAM shown as optional");
+}
+
+#[test]
+fn the_declarations_are_consistent() {
+    for (i, opt) in OPTIONS.iter().enumerate() {
+        let later = &OPTIONS[i + 1..];
+        assert!(
+            later.iter().all(|o| o.long != opt.long),
+            "--{} twice",
+            opt.long
+        );
+        if let Some(short) = opt.short {
+            assert!(
+                later.iter().all(|o| o.short != Some(short)),
+                "-{short} twice"
+            );
+        }
+        let takes_value = matches!(opt.kind, Kind::One | Kind::Commas | Kind::Lines);
+        assert_eq!(takes_value, !opt.value.is_empty(), "--{}", opt.long);
+        if !takes_value {
+            assert!(opt.default_value().is_none(), "--{}", opt.long);
+        }
+        assert!(!opt.help.is_empty() && !opt.help.ends_with('.'));
+        assert_eq!(options::get(opt.long).long, opt.long);
+    }
+    assert_eq!(options::env_var("pre-stop-delay"), "DRAINIT_PRE_STOP_DELAY");
+}
+
+/// With ECS metadata, task protection and a drain URL on, every option is
+/// read, so every default is parsed.
+const ALL_ON: [(&str, &str); 4] = [
+    ("ECS_CONTAINER_METADATA_URI_V4", "http://127.0.0.1:1/v4"),
+    ("ECS_AGENT_URI", "http://127.0.0.1:1/api"),
+    ("DRAINIT_ECS_PROTECT", "1"),
+    ("DRAINIT_DRAIN_URL", "http://127.0.0.1:1/d"),
+];
+
+fn config(args: &[&str], vars: &[(&str, &str)]) -> Result<Config, String> {
+    let raw = RawArgs::try_parse_from(["drainit"].iter().chain(args).chain(&["x"]))
+        .map_err(|e| e.to_string())?;
+    let lookup = |name: &str| {
+        vars.iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| OsString::from(v))
+    };
+    match Config::from_raw(raw, &lookup).map_err(|e| e.0)? {
+        Request::Run(config) => Ok(*config),
+        Request::License => Err("license".into()),
+    }
+}
+
+#[test]
+fn every_declared_default_parses_with_its_own_option_parser() {
+    // Nothing given: every default was parsed from its declaration.
+    let base = config(&[], &ALL_ON).expect("the declared defaults parse");
+    let mut checked = 0;
+    for opt in OPTIONS {
+        let Some(default) = opt.default_value() else {
+            continue;
+        };
+        // Typed as the flag: the same parser, the same value.
+        let flag = format!("--{}", opt.long);
+        let typed = config(&[&flag, default], &ALL_ON)
+            .unwrap_or_else(|e| panic!("{flag} {default} (its default): {e}"));
+        assert_eq!(typed, base, "{flag} {default} is not the default");
+        // And as the variable.
+        let var = opt.var().expect("an option with a default has a variable");
+        let mut vars: Vec<(&str, &str)> =
+            ALL_ON.iter().copied().filter(|(k, _)| *k != var).collect();
+        vars.push((&var, default));
+        let from_var = config(&[], &vars).unwrap_or_else(|e| panic!("{var}={default}: {e}"));
+        assert_eq!(from_var, base, "{var}={default} is not the default");
+        checked += 1;
+    }
+    assert!(checked >= 17, "only {checked} defaults checked");
+}
