@@ -3,13 +3,13 @@
 //! and a `DRAINIT_LOG` filter for fine control (env_filter, the filter
 //! syntax of env_logger, without env_logger's writer and formatter).
 
-use std::io::Write;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use log::{LevelFilter, Record};
 use serde_json::{json, Value};
 
 use crate::core::settings::{Config, LogFormat};
+use crate::io::logwriter;
 
 /// Log target of the exit report line; its message is the report's JSON.
 pub const REPORT_TARGET: &str = "drainit::report";
@@ -60,12 +60,35 @@ pub fn json_line(record: &Record<'_>, now: SystemTime) -> Value {
     json!({"ts": rfc3339(now), "level": level, "msg": msg})
 }
 
-/// drainit's logger: one line per record on stderr, written with a single
-/// `write` so lines from worker threads never interleave; a failed write
-/// (a log reader that went away) is dropped.
+/// drainit's logger: one line per record on stderr, handed whole to the
+/// log writer (`io::logwriter`), so lines from worker threads never
+/// interleave and, once the child runs, no line waits for stderr. Lines the
+/// writer had to drop are counted in the next line that gets through.
 struct Logger {
     filter: env_filter::Filter,
     format: LogFormat,
+}
+
+impl Logger {
+    fn line(&self, level: log::Level, target: &str, args: &std::fmt::Arguments<'_>) -> String {
+        match self.format {
+            LogFormat::Text if target == REPORT_TARGET => {
+                format!("[drainit] {level:<5} exit report {args}\n")
+            }
+            LogFormat::Text => format!("[drainit] {level:<5} {args}\n"),
+            LogFormat::Json => format!(
+                "{}\n",
+                json_line(
+                    &Record::builder()
+                        .args(*args)
+                        .level(level)
+                        .target(target)
+                        .build(),
+                    SystemTime::now()
+                )
+            ),
+        }
+    }
 }
 
 impl log::Log for Logger {
@@ -77,16 +100,18 @@ impl log::Log for Logger {
         if !self.filter.matches(record) {
             return;
         }
-        let line = match self.format {
-            LogFormat::Text if record.target() == REPORT_TARGET => format!(
-                "[drainit] {:<5} exit report {}\n",
-                record.level(),
-                record.args()
-            ),
-            LogFormat::Text => format!("[drainit] {:<5} {}\n", record.level(), record.args()),
-            LogFormat::Json => format!("{}\n", json_line(record, SystemTime::now())),
-        };
-        let _ = std::io::stderr().lock().write_all(line.as_bytes());
+        let mut line = String::new();
+        let lost = logwriter::take_lost();
+        if lost > 0 {
+            let note = format_args!(
+                "{lost} log lines were dropped before this one: stderr is not being read fast enough"
+            );
+            line = self.line(log::Level::Warn, "drainit", &note);
+        }
+        line.push_str(&self.line(record.level(), record.target(), record.args()));
+        if !logwriter::write(line.into_bytes()) {
+            logwriter::restore_lost(lost);
+        }
     }
 
     fn flush(&self) {}

@@ -12,10 +12,12 @@ use crate::app::cli::RawArgs;
 use crate::app::config::{Config, Request};
 use crate::app::logging;
 use crate::core::outcome::{self as exit, ExitPolicy, Outcome, RunSummary, SpawnFailure};
-use crate::io::signals;
+use crate::io::{logwriter, signals};
 use crate::shell::supervisor;
 
 const USAGE_ERROR: u8 = 2;
+/// How long the last log lines may hold the exit.
+const EXIT_FLUSH: std::time::Duration = std::time::Duration::from_millis(100);
 const LICENSE: &str = include_str!("../../LICENSE");
 
 /// The whole program after start-up: parse, validate, supervise, exit.
@@ -52,12 +54,25 @@ pub fn main() -> ExitCode {
             return ExitCode::from(USAGE_ERROR);
         }
     };
+    if let Some(path) = &config.exit_report {
+        // Before the child starts: a report that could never be written is
+        // a usage error now, not a surprise at exit.
+        if let Err(e) = crate::io::report_file::prepare(path) {
+            eprintln!("drainit: --exit-report {}: {e}", path.display());
+            return ExitCode::from(USAGE_ERROR);
+        }
+    }
     logging::init(&config);
+    // From now on stderr is the log writer's: no line waits on it, here
+    // or in the loop.
+    if let Err(e) = logwriter::start() {
+        log::error!("cannot start the log writer: {e}; log lines are written directly");
+    }
     let policy = ExitPolicy {
         remap_to_zero: config.remap_exit.clone(),
         deadline_code: config.deadline_exit_code,
     };
-    let (outcome, summary) = match prepare_process(&config) {
+    let (outcome, mut summary) = match prepare_process(&config) {
         Ok((handled, inherited)) => supervisor::run(&config, handled, inherited),
         Err(e) => {
             log::error!("{e}");
@@ -71,9 +86,11 @@ pub fn main() -> ExitCode {
     // The report is built only when someone reads it: a plain tini-style
     // run with no stop and no --exit-report skips it.
     if config.exit_report.is_some() || summary.stop_trigger.is_some() {
+        summary.log_lines_dropped = logwriter::lost_total();
         let report = exit::report(&outcome, code, &summary);
         if let Some(path) = &config.exit_report {
-            if let Err(e) = std::fs::write(path, format!("{report}\n")) {
+            let text = format!("{report}\n");
+            if let Err(e) = crate::io::report_file::write(path, text.as_bytes()) {
                 warn!("cannot write the exit report to {}: {e}", path.display());
             }
         }
@@ -81,6 +98,9 @@ pub fn main() -> ExitCode {
             log::info!(target: logging::REPORT_TARGET, "{report}");
         }
     }
+    // The writer gets a moment for the last lines; the exit code never
+    // waits for a stderr nobody reads.
+    logwriter::flush(EXIT_FLUSH);
     ExitCode::from(code)
 }
 

@@ -571,6 +571,7 @@ impl<'a> Machine<'a> {
                 .map(|t| t.task_arn.clone()),
             sources: self.board.report(),
             notify: self.notify_report(),
+            log_lines_dropped: 0,
         }
     }
 }

@@ -105,6 +105,8 @@ pub struct RunSummary {
     pub sources: Vec<Value>,
     /// With `--notify`: what the app said over the notify socket.
     pub notify: Option<NotifyReport>,
+    /// Log lines dropped because stderr was not read fast enough.
+    pub log_lines_dropped: u64,
 }
 
 /// The exit report's `notify` object.
@@ -153,6 +155,7 @@ pub fn report(outcome: &Outcome, exit_code: u8, summary: &RunSummary) -> Value {
         "orphans_reaped": summary.orphans_reaped,
         "ecs_task_arn": summary.ecs_task_arn,
         "sources": summary.sources,
+        "log_lines_dropped": summary.log_lines_dropped,
     });
     if let Some(n) = &summary.notify {
         report["notify"] = json!({
@@ -209,6 +212,7 @@ mod tests {
             ecs_task_arn: None,
             sources: vec![json!({"kind": "file", "target": "/tmp/done", "ready": true})],
             notify: None,
+            log_lines_dropped: 3,
         };
         let r = report(&Outcome::Drained, 0, &summary);
         assert_eq!(r["outcome"], "drained");
@@ -220,6 +224,7 @@ mod tests {
         assert_eq!(r["stop_to_ready_ms"], 1200);
         assert_eq!(r["drain_polls"], 4);
         assert_eq!(r["orphans_reaped"], 2);
+        assert_eq!(r["log_lines_dropped"], 3);
         assert!(r.get("notify").is_none(), "only with --notify");
         let with_notify = RunSummary {
             notify: Some(NotifyReport {

@@ -248,6 +248,19 @@ pub fn install_panic_hook() {
                     .location()
                     .map(|l| format!("{}:{}", l.file(), l.line()));
                 let _ = PANIC_AT.try_with(|cell| cell.set(at));
+            } else if crate::io::logwriter::started() {
+                // Once the child runs, stderr is the log writer's: the
+                // message goes through it like any line, never waiting.
+                let thread = std::thread::current();
+                let at = info
+                    .location()
+                    .map(|l| format!("{}:{}", l.file(), l.line()))
+                    .unwrap_or_default();
+                log::error!(
+                    "thread '{}' panicked at {at}: {}",
+                    thread.name().unwrap_or("?"),
+                    panic_text(info.payload())
+                );
             } else {
                 previous(info);
             }
@@ -256,6 +269,15 @@ pub fn install_panic_hook() {
 }
 
 /// The name request threads carry.
+/// A panic's message, when it is text.
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> &str {
+    payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(no message)")
+}
+
 pub const REQUEST_THREAD: &str = "drainit-http";
 
 /// Runs `request` with any panic in it contained as an `internal` failure.

@@ -3,9 +3,11 @@
 pub mod arena;
 pub mod commands;
 pub mod http;
+pub mod logwriter;
 pub mod notify;
 pub mod procfs;
 pub mod reaper;
+pub mod report_file;
 pub mod signals;
 pub mod spawn;
 pub mod threads;

@@ -1,0 +1,270 @@
+//! PID 1 never waits on anyone: a stderr pipe nobody reads (or reads
+//! slowly) holds neither the stop signal, nor the deadline's SIGKILL, nor
+//! the exit; the app's own stderr keeps its blocking flags; a FIFO as the
+//! exit report never hangs the exit. Both C libraries' builds, as PID 1.
+
+mod support;
+
+use std::fs::File;
+use std::io::Read;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use support::*;
+
+const BUILDS: [Build; 2] = [Build::Static, Build::Glibc];
+
+/// A pipe whose write end already holds as much as the kernel takes (64 KiB
+/// by default): the next write to it blocks until someone reads. The write
+/// end is left blocking, as a container runtime gives it.
+fn full_pipe() -> (OwnedFd, OwnedFd) {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two fds we own at once.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let w = write.as_raw_fd();
+    // SAFETY: fcntl on our own fd.
+    unsafe {
+        let flags = libc::fcntl(w, libc::F_GETFL);
+        libc::fcntl(w, libc::F_SETFL, flags | libc::O_NONBLOCK);
+        let chunk = [b'x'; 4096];
+        while libc::write(w, chunk.as_ptr().cast(), chunk.len()) > 0 {}
+        let mut byte = 0u8;
+        while libc::write(w, (&mut byte as *mut u8).cast(), 1) > 0 {}
+        libc::fcntl(w, libc::F_SETFL, flags & !libc::O_NONBLOCK);
+    }
+    (read, write)
+}
+
+/// drainit as PID 1 of a new namespace with `stderr` as its stderr.
+fn launch(build: Build, args: &[&str], stderr: &OwnedFd) -> (Child, i32) {
+    let mut command = Command::new("unshare");
+    command
+        .args(["--pid", "--fork", "--mount-proc", "--kill-child"])
+        .arg(built(build))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(stderr.try_clone().unwrap()));
+    for (key, _) in std::env::vars() {
+        if ["DRAINIT_", "TINI_", "ECS_", "DUMB_INIT_", "KUBERNETES_"]
+            .iter()
+            .any(|p| key.starts_with(p))
+        {
+            command.env_remove(key);
+        }
+    }
+    let child = command.spawn().expect("unshare");
+    let outer = child.id() as i32;
+    let pid = wait_for("drainit inside unshare", PATIENCE, || {
+        children_of(outer).first().copied()
+    });
+    (child, pid)
+}
+
+fn wait_exit(child: &mut Child, timeout: Duration) -> Option<i32> {
+    let until = Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.code();
+        }
+        if Instant::now() > until {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The O_NONBLOCK bit of a process's fd 2, from /proc.
+fn stderr_nonblocking(pid: i32) -> bool {
+    let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/2")).unwrap();
+    let flags = info
+        .lines()
+        .find_map(|l| l.strip_prefix("flags:"))
+        .map(|f| i64::from_str_radix(f.trim(), 8).unwrap())
+        .unwrap();
+    flags & i64::from(libc::O_NONBLOCK) != 0
+}
+
+fn app(scratch: &Scratch, script: &str) -> Vec<String> {
+    sh(scratch, script)
+}
+
+/// SIGTERM reaches the app at once and SIGKILL lands at the 3 s deadline
+/// while stderr is full and unread, at the most verbose level.
+#[test]
+fn a_full_unread_stderr_holds_neither_the_stop_signal_nor_the_deadline() {
+    for build in BUILDS {
+        let scratch = Scratch::new("stderr-full");
+        let (_read, write) = full_pipe();
+        let mut args = vec!["-vvvv", "--grace", "3s"];
+        let script = app(
+            &scratch,
+            "trap 'touch \"$D/term\"' TERM; touch \"$D/ready\"; \
+             while :; do echo app-line >&2 & sleep 0.05; done",
+        );
+        let script: Vec<&str> = script.iter().map(String::as_str).collect();
+        args.extend(&script);
+        let (mut child, pid) = launch(build, &args, &write);
+        scratch.wait_file("ready");
+        let sent = Instant::now();
+        // SAFETY: kill to the test's own drainit.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        scratch.wait_file("term");
+        let reached = sent.elapsed();
+        assert!(
+            !stderr_nonblocking(pid),
+            "{build:?}: drainit's fd 2 flags changed"
+        );
+        let code = wait_exit(&mut child, PATIENCE);
+        let killed = sent.elapsed();
+        eprintln!("{build:?}: TERM reached the app after {reached:?}, exit after {killed:?}");
+        assert_eq!(code, Some(124), "{build:?}");
+        assert!(
+            reached < Duration::from_secs(1),
+            "{build:?}: TERM after {reached:?}"
+        );
+        assert!(
+            killed >= Duration::from_millis(2_950) && killed < Duration::from_millis(4_500),
+            "{build:?}: killed after {killed:?}"
+        );
+    }
+}
+
+/// A reader that takes 512 bytes every 100 ms cannot move the deadline.
+#[test]
+fn a_slow_stderr_reader_does_not_move_the_deadline() {
+    for build in BUILDS {
+        let scratch = Scratch::new("stderr-slow");
+        let (read, write) = full_pipe();
+        let reader = std::thread::spawn(move || {
+            let mut file = File::from(read);
+            let mut buf = [0u8; 512];
+            while file.read(&mut buf).is_ok_and(|n| n > 0) {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        let script = app(
+            &scratch,
+            "trap 'touch \"$D/term\"' TERM; touch \"$D/ready\"; while :; do sleep 0.05; done",
+        );
+        let mut args = vec!["-vvvv", "--grace", "3s"];
+        args.extend(script.iter().map(String::as_str));
+        let (mut child, pid) = launch(build, &args, &write);
+        drop(write);
+        scratch.wait_file("ready");
+        let sent = Instant::now();
+        // SAFETY: kill to the test's own drainit.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        scratch.wait_file("term");
+        let code = wait_exit(&mut child, PATIENCE);
+        let killed = sent.elapsed();
+        assert_eq!(code, Some(124), "{build:?}");
+        assert!(
+            killed >= Duration::from_millis(2_950) && killed < Duration::from_millis(4_500),
+            "{build:?}: killed after {killed:?}"
+        );
+        drop(child);
+        let _ = reader;
+    }
+}
+
+/// The app exits while stderr is blocked: drainit exits with its code at
+/// once (the writer gets 100 ms), and the app's own stderr stays blocking.
+#[test]
+fn the_app_exiting_while_stderr_is_blocked_ends_drainit_with_its_code() {
+    for build in BUILDS {
+        let scratch = Scratch::new("stderr-exit");
+        let (_read, write) = full_pipe();
+        let script = app(
+            &scratch,
+            "trap 'exit 7' TERM; touch \"$D/ready\"; while :; do sleep 0.05; done",
+        );
+        let mut args = vec!["-vvvv", "--grace", "30s"];
+        args.extend(script.iter().map(String::as_str));
+        let (mut child, pid) = launch(build, &args, &write);
+        scratch.wait_file("ready");
+        let app_pid = wait_for("the app", PATIENCE, || children_of(pid).first().copied());
+        assert!(
+            !stderr_nonblocking(app_pid),
+            "{build:?}: the app's fd 2 is non-blocking"
+        );
+        let sent = Instant::now();
+        // SAFETY: kill to the test's own drainit.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let code = wait_exit(&mut child, PATIENCE);
+        let took = sent.elapsed();
+        eprintln!("{build:?}: exit {code:?} after {took:?}");
+        assert_eq!(code, Some(7), "{build:?}");
+        assert!(
+            took < Duration::from_secs(3),
+            "{build:?}: exit after {took:?}"
+        );
+    }
+}
+
+/// An exit report at a FIFO created after the start: one warning at exit,
+/// never a hang in open().
+#[test]
+fn an_exit_report_fifo_without_a_reader_never_hangs_the_exit() {
+    for build in BUILDS {
+        let scratch = Scratch::new("report-fifo");
+        let report = scratch.file("report.json");
+        let script = app(
+            &scratch,
+            "touch \"$D/ready\"; while [ ! -e \"$D/go\" ]; do sleep 0.05; done; exit 3",
+        );
+        let mut d = drainit(["--exit-report", path_str(&report)])
+            .binary(&built(build))
+            .with_args(script)
+            .start();
+        scratch.wait_file("ready");
+        let c = std::ffi::CString::new(path_str(&report)).unwrap();
+        // SAFETY: mkfifo with a valid path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        scratch.touch("go");
+        let status = d.wait_status(PATIENCE);
+        assert_eq!(status.code(), Some(3), "{build:?}: {}", d.stderr());
+        assert_eq!(
+            d.stderr().matches("cannot write the exit report").count(),
+            1,
+            "{build:?}: {}",
+            d.stderr()
+        );
+    }
+}
+
+/// A report path that can never be written is refused before the child
+/// starts; a missing directory is made.
+#[test]
+fn exit_report_paths_are_checked_before_the_child_starts() {
+    let scratch = Scratch::new("report-paths");
+    let fifo = scratch.file("fifo");
+    let c = std::ffi::CString::new(path_str(&fifo)).unwrap();
+    // SAFETY: mkfifo with a valid path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    for bad in [
+        path_str(&fifo),
+        path_str(&scratch.path),
+        "/proc/self/status",
+    ] {
+        let marker = scratch.file("started");
+        let (code, stderr) = drainit(["--exit-report", bad])
+            .with_args(sh(&scratch, "touch \"$D/started\""))
+            .run();
+        assert_eq!(code, 2, "{bad}: {stderr}");
+        assert!(stderr.contains("--exit-report"), "{bad}: {stderr}");
+        assert!(!marker.exists(), "{bad}: the child started");
+    }
+    let nested = scratch.file("a/b/report.json");
+    let (code, stderr) = drainit(["--exit-report", path_str(&nested)])
+        .with_args(sh(&scratch, "exit 4"))
+        .run();
+    assert_eq!(code, 4, "{stderr}");
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&nested).unwrap()).unwrap();
+    assert_eq!(r["exit_code"], 4);
+}
