@@ -268,3 +268,105 @@ fn exit_report_paths_are_checked_before_the_child_starts() {
         serde_json::from_str(&std::fs::read_to_string(&nested).unwrap()).unwrap();
     assert_eq!(r["exit_code"], 4);
 }
+
+/// A TCP port that accepts and never answers: every poll runs to its timeout.
+fn silent_server() -> (std::net::TcpListener, u16, std::thread::JoinHandle<()>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let accepting = listener.try_clone().unwrap();
+    let handle = std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in accepting.incoming() {
+            match stream {
+                Ok(s) => held.push(s),
+                Err(_) => return,
+            }
+            if held.len() > 10_000 {
+                return;
+            }
+        }
+    });
+    (listener, port, handle)
+}
+
+fn status_kib(pid: i32, field: &str) -> u64 {
+    status_field(pid, field)
+        .and_then(|v| v.split_whitespace().next().map(str::to_string))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// 64 URL sources that never answer: the deadline holds, drainit holds at
+/// most 10 tasks (loop, log writer, 8 poll workers) and its peak memory
+/// stays within 2 MiB of its idle figure.
+#[test]
+fn sixty_four_silent_sources_cost_ten_threads_and_keep_the_deadline() {
+    for build in BUILDS {
+        let scratch = Scratch::new("silent-64");
+        let (_listener, port, _accepting) = silent_server();
+        let mut args: Vec<String> = vec!["--grace".into(), "3s".into()];
+        for i in 0..64 {
+            args.push("--drain-url".into());
+            args.push(format!("http://127.0.0.1:{port}/drain/{i}"));
+        }
+        args.extend(sh(
+            &scratch,
+            "touch \"$D/ready\"; trap '' TERM; while :; do sleep 0.05; done",
+        ));
+        let mut d = drainit(&args).binary(&built(build)).start();
+        scratch.wait_file("ready");
+        let idle = status_kib(d.pid(), "VmHWM");
+        let sent = Instant::now();
+        d.signal(libc::SIGTERM);
+        let mut most = 0;
+        while d.try_code().is_none() && sent.elapsed() < PATIENCE {
+            most = most.max(status_kib(d.pid(), "Threads"));
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let peak = std::fs::read_to_string(format!("/proc/{}/status", d.pid()))
+            .map(|_| status_kib(d.pid(), "VmHWM"))
+            .unwrap_or(0);
+        let status = d.wait_status(PATIENCE);
+        let took = sent.elapsed();
+        eprintln!("{build:?}: {most} threads at most, VmHWM idle {idle} KiB peak {peak} KiB, exit after {took:?}");
+        assert_eq!(status.code(), Some(124), "{build:?}: {}", d.stderr());
+        assert!((3..=10).contains(&most), "{build:?}: {most} threads");
+        assert!(
+            took >= Duration::from_millis(2_950) && took < Duration::from_millis(4_500),
+            "{build:?}: exit after {took:?}"
+        );
+        if peak > 0 {
+            assert!(peak <= idle + 2048, "{build:?}: VmHWM {idle} -> {peak} KiB");
+        }
+    }
+}
+
+/// 20,000 stop signals while the pre-stop delay holds the stop: a few
+/// lines of "holding", not thousands.
+#[test]
+fn a_flood_of_stop_signals_during_the_delay_logs_a_few_lines() {
+    let scratch = Scratch::new("held-flood");
+    let mut d = drainit(["-v", "--pre-stop-delay", "2s", "--grace", "10s"])
+        .binary(&built(Build::Static))
+        .with_args(sh(
+            &scratch,
+            "trap 'exit 0' TERM; touch \"$D/ready\"; while :; do sleep 0.05; done",
+        ))
+        .start();
+    scratch.wait_file("ready");
+    for _ in 0..20_000 {
+        // SAFETY: kill to the test's own drainit.
+        unsafe { libc::kill(d.pid(), libc::SIGTERM) };
+    }
+    let status = d.wait_status(PATIENCE);
+    assert_eq!(status.code(), Some(0), "{}", d.stderr());
+    let stderr = d.stderr();
+    let holding = stderr.lines().filter(|l| l.contains("holding")).count();
+    let lines = stderr.lines().count();
+    eprintln!("{holding} holding lines, {lines} lines in all");
+    assert!(
+        (1..=5).contains(&holding),
+        "{holding} holding lines:\n{stderr}"
+    );
+    assert!(lines <= 40, "{lines} lines:\n{stderr}");
+}

@@ -21,6 +21,10 @@ use crate::proto::drain_body;
 use crate::proto::http::{Failure, Response, Target};
 use crate::util::text::escape;
 
+/// Polls of one kind (drain rounds; task protection) in flight at once;
+/// the rest wait for a slot in the same round.
+pub const MAX_POLLS: usize = 8;
+
 pub(super) fn get(url: &str) -> Target {
     Target {
         method: "GET".into(),
@@ -51,31 +55,95 @@ impl Machine<'_> {
         }
     }
 
-    /// One round over the drain sources not yet ready.
-    pub(super) fn start_round(&mut self, now: Instant, ticket: Ticket, timeout: Duration) {
+    /// One round over the drain sources not yet ready: each waits for a
+    /// poll slot (`pump`); files are looked at at once.
+    pub(super) fn start_round(&mut self, now: Instant, ticket: Ticket) {
         let ask = self.board.begin_round(ticket);
         if ask.is_empty() {
             let ready = self.board.all_ready();
             return self.raise(Event::Polled { ticket, ready });
         }
-        let stop = self.timeline.stop();
-        let deadline = stop.and_then(|s| s.deadline);
         for index in ask {
             let purpose = Purpose::Source(ticket, index);
-            match self.probes[index].clone() {
-                Probe::Url(url) => self.send(get(&url), None, timeout, purpose),
-                Probe::Exec(cmd) => {
-                    let limit = sources::run_timeout(self.config.drain_timeout, deadline, now);
-                    self.start_run(now, cmd, purpose, Some(now + limit));
-                }
-                Probe::File(path) => {
-                    let token = self.token();
-                    self.requests.push((token, purpose));
-                    let since = stop.map_or(now, |s| s.since);
-                    self.push(Action::CheckFile { token, path, since });
-                }
+            if let Probe::File(path) = &self.probes[index] {
+                let path = path.clone();
+                let token = self.token();
+                self.requests.push((token, purpose));
+                let since = self.timeline.stop().map_or(now, |s| s.since);
+                self.push(Action::CheckFile { token, path, since });
+            } else {
+                self.queued.push_back(purpose);
             }
         }
+        self.pump(now);
+    }
+
+    /// Polls in flight of the kind of `purpose` (drain rounds, or task
+    /// protection): requests and command runs not yet answered, stale
+    /// ones included, since their thread or process still exists.
+    fn in_flight(&self, round: bool) -> usize {
+        let counts = |p: &Purpose| match p {
+            Purpose::Source(..) => round,
+            Purpose::ProtectPoll(_) => !round,
+            _ => false,
+        };
+        let requests = self.requests.iter().filter(|(_, p)| counts(p)).count();
+        requests + self.runs.iter().filter(|r| counts(&r.purpose)).count()
+    }
+
+    /// Starts the queued polls that have a slot: at most `MAX_POLLS` of
+    /// each kind at once, so a thousand slow sources cost eight threads,
+    /// and neither kind waits behind the other.
+    pub(super) fn pump(&mut self, now: Instant) {
+        let mut waiting = std::mem::take(&mut self.queued);
+        let (mut round, mut protect) = (self.in_flight(true), self.in_flight(false));
+        waiting.retain(|purpose| {
+            let slot = match purpose {
+                Purpose::Source(..) => &mut round,
+                _ => &mut protect,
+            };
+            if *slot >= MAX_POLLS {
+                return true;
+            }
+            *slot += 1;
+            self.start_poll(now, *purpose);
+            false
+        });
+        waiting.append(&mut self.queued);
+        self.queued = waiting;
+    }
+
+    fn start_poll(&mut self, now: Instant, purpose: Purpose) {
+        let deadline = self.timeline.stop().and_then(|s| s.deadline);
+        // A round's poll: the interval (a command: --drain-timeout), never
+        // past the deadline; protection's: its interval.
+        let drain_timeout = self.config.drain_timeout;
+        let (index, interval, run_limit) = match purpose {
+            Purpose::Source(_, index) => (index, self.config.drain_interval, drain_timeout),
+            Purpose::ProtectPoll(index) => match &self.protection {
+                Some(p) => (index, p.interval, drain_timeout.min(p.interval)),
+                None => return,
+            },
+            _ => return,
+        };
+        match self.probes[index].clone() {
+            Probe::Url(url) => {
+                let timeout = sources::run_timeout(interval, deadline, now);
+                self.send(get(&url), None, timeout, purpose);
+            }
+            Probe::Exec(cmd) => {
+                let limit = sources::run_timeout(run_limit, deadline, now);
+                self.start_run(now, cmd, purpose, Some(now + limit));
+            }
+            Probe::File(_) => {}
+        }
+    }
+
+    /// The round in flight is dropped (escalation, the child ended, the
+    /// app's word): its queued polls with it.
+    pub(super) fn abandon_round(&mut self) {
+        self.board.abandon_round();
+        self.queued.retain(|p| !matches!(p, Purpose::Source(..)));
     }
 
     /// A drain URL answered: its own progress is logged, and the answer
@@ -116,11 +184,13 @@ impl Machine<'_> {
             return;
         };
         if previous.as_ref() != Some(&answer) {
-            let source = &self.board.sources[index];
-            let (kind, target) = (source.kind.name(), escape(&source.target, 200));
-            match answer {
-                Answer::NoAnswer(_) => warn!("drain source {kind} {target}: {text}"),
-                _ => info!("drain source {kind} {target}: {text}"),
+            if let Some(note) = self.answers_said.allow(now) {
+                let source = &self.board.sources[index];
+                let (kind, target) = (source.kind.name(), escape(&source.target, 200));
+                match answer {
+                    Answer::NoAnswer(_) => warn!("drain source {kind} {target}: {text}{note}"),
+                    _ => info!("drain source {kind} {target}: {text}{note}"),
+                }
             }
         }
         if over {

@@ -78,6 +78,20 @@ pub enum Input {
     Timeout,
 }
 
+/// Which threads run a request: each lane has its own, so drain polls
+/// never wait behind a stuck ECS agent or hook, nor the other way round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lane {
+    /// Drain rounds (at most `core::drain::MAX_POLLS` at once).
+    Poll,
+    /// Task protection's polls and requests.
+    Protect,
+    /// The ECS task metadata.
+    Ecs,
+    /// `--stop-url` hooks.
+    Hook,
+}
+
 /// What the core asks the shell to do, in order.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
@@ -89,9 +103,10 @@ pub enum Action {
     KillChild,
     /// SIGTERM to every other process; answer `OthersGone` if there is none.
     TerminateOthers,
-    /// Start a request; answer `Http` with the token.
+    /// Start a request on a thread of `lane`; answer `Http` with the token.
     Send {
         token: Token,
+        lane: Lane,
         target: Target,
         body: Option<Vec<u8>>,
         timeout: Duration,

@@ -13,8 +13,7 @@ use log::{debug, error, info, warn};
 
 use crate::core::ecs::{Protection, Watch};
 use crate::core::event::Answer;
-use crate::core::event::{Action, Input, Token};
-use crate::core::notify::NotifyState;
+use crate::core::event::{Action, Input, Lane, Token};
 use crate::core::outcome::{Ended, Outcome, RunSummary, Trigger};
 use crate::core::progress::Progress;
 use crate::core::settings::Config;
@@ -23,6 +22,7 @@ use crate::core::timeline::{self, Escalation, Event, Request, Settings, Stop, Ti
 use crate::core::timers::{Timer, Timers};
 use crate::proto::http::{Failure, Response, Target};
 use crate::util::signame::signal_name;
+use crate::util::text::Fold;
 use crate::util::time::millis;
 
 /// What a token was issued for; its answer is routed by this.
@@ -52,6 +52,20 @@ pub(super) struct Run {
     pub(super) timed_out: Option<Duration>,
 }
 
+/// What the app said over the notify socket, for the exit report.
+#[derive(Debug, Clone, Default)]
+pub struct NotifyState {
+    pub(super) ready_after: Option<Duration>,
+    pub(super) status: Option<Vec<u8>>,
+    pub(super) received: u64,
+    pub(super) refused: u64,
+    pub(super) dropped: u64,
+    pub(super) stop_to_ready_word_ms: Option<u64>,
+    pub(super) said_extend: Option<Instant>,
+    pub(super) said_extend_ignored: bool,
+    pub(super) said_ignored: bool,
+}
+
 pub struct Machine<'a> {
     pub(super) config: &'a Config,
     /// The main child (for log lines) and whether drainit is PID 1.
@@ -78,6 +92,11 @@ pub struct Machine<'a> {
     pub(super) protection: Option<Protection>,
     /// The protection poll in flight: answers so far, answers still due.
     pub(super) protect_round: (Vec<Answer>, usize),
+    /// Source polls waiting for one of the `MAX_POLLS` slots of their kind.
+    pub(super) queued: VecDeque<Purpose>,
+    /// Lines a flood could repeat, at most one a second each.
+    held: Fold,
+    pub(super) answers_said: Fold,
     pub(super) notify: Option<NotifyState>,
 }
 
@@ -187,6 +206,9 @@ impl<'a> Machine<'a> {
             watch: None,
             protection: None,
             protect_round: (Vec::new(), 0),
+            queued: VecDeque::new(),
+            held: Fold::default(),
+            answers_said: Fold::default(),
             notify: None,
         }
     }
@@ -294,6 +316,7 @@ impl<'a> Machine<'a> {
             }
         }
         self.ecs_timers(now);
+        self.pump(now);
     }
 
     /// Feeds the timeline, and whatever its actions raise in turn, in order:
@@ -342,10 +365,14 @@ impl<'a> Machine<'a> {
         match action {
             A::StopBegan(trigger) => self.on_stop_began(now, trigger),
             A::Forward(signo) => self.forward(signo),
-            A::Held(signo) => info!(
-                "holding {}: the app gets its stop signal after the pre-stop delay and the hook",
-                signal_name(signo)
-            ),
+            A::Held(signo) => {
+                if let Some(note) = self.held.allow(now) {
+                    info!(
+                        "holding {}: the app gets its stop signal after the pre-stop delay and the hook{note}",
+                        signal_name(signo)
+                    )
+                }
+            }
             A::Absorbed(signo) => info!(
                 "absorbing {}: the stop already began from ECS",
                 signal_name(signo)
@@ -356,7 +383,7 @@ impl<'a> Machine<'a> {
                 timeout,
             } => match request {
                 Request::Hook => self.fire_hooks(now, ticket, timeout),
-                Request::Poll => self.start_round(now, ticket, timeout),
+                Request::Poll => self.start_round(now, ticket),
             },
             A::HookAbandoned => {
                 warn!("stop hook did not answer in time; sending the stop signal");
@@ -368,7 +395,7 @@ impl<'a> Machine<'a> {
             }
             A::Ready { left } => self.on_ready(now, left, by_word),
             A::Kill(reason) => {
-                self.board.abandon_round();
+                self.abandon_round();
                 self.kill_runs_where(|_| true, "drainit escalates");
                 match reason {
                     Escalation::Ready => {
@@ -447,7 +474,7 @@ impl<'a> Machine<'a> {
             // The word is authoritative: the round in flight is dropped (the
             // timeline dropped its ticket), and a drain command still
             // running has nothing left to answer.
-            self.board.abandon_round();
+            self.abandon_round();
             self.kill_runs_where(
                 |p| matches!(p, Purpose::Source(..)),
                 "the app said it has drained",
@@ -477,7 +504,7 @@ impl<'a> Machine<'a> {
         }
         self.summary.child_status = Some(ended);
         // Nothing waits for a hook or a drain command any more.
-        self.board.abandon_round();
+        self.abandon_round();
         self.board.abandon_hooks();
         self.kill_runs_where(|_| true, "the main child ended");
         if let Some(stop) = self.timeline.stop() {
@@ -544,8 +571,15 @@ impl<'a> Machine<'a> {
     ) {
         let token = self.token();
         self.requests.push((token, purpose));
+        let lane = match purpose {
+            Purpose::Hook(_) => Lane::Hook,
+            Purpose::Source(..) => Lane::Poll,
+            Purpose::EcsTask | Purpose::EcsContainer => Lane::Ecs,
+            Purpose::ProtectPoll(_) | Purpose::ProtectPut { .. } => Lane::Protect,
+        };
         self.push(Action::Send {
             token,
+            lane,
             target,
             body,
             timeout,

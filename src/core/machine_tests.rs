@@ -3,6 +3,7 @@
 //! runs and their timers) and the fallback that takes a stop over.
 
 use super::*;
+use crate::core::drain;
 use crate::core::event::Note;
 use crate::core::settings::Cmd;
 use crate::core::settings::{EcsConfig, LogFormat, NotifyConfig, ProtectConfig};
@@ -506,4 +507,56 @@ fn a_lost_child_status_ends_the_run_and_none_left_after_the_child_ends_it() {
     m.handle(t(3), Input::NoneLeft);
     assert_eq!(m.outcome(), Some(Outcome::Exited(0)));
     assert_eq!(m.summary().orphans_reaped, 1);
+}
+
+#[test]
+fn a_round_polls_eight_sources_at_once_and_the_rest_in_turn() {
+    let mut config = config();
+    config.drain_urls = (0..20).map(|i| format!("http://app/{i}")).collect();
+    let mut m = Machine::new(&config, CHILD, true, t(0));
+    m.handle(t(0), Input::Signal(TERM));
+    let first = sends(&actions(&mut m));
+    assert_eq!(first.len(), drain::MAX_POLLS, "{first:?}");
+    // Each answer frees a slot for the next source of the same round.
+    m.handle(
+        t(10),
+        Input::Http {
+            token: first[0].0,
+            result: json(BUSY),
+        },
+    );
+    let next = sends(&actions(&mut m));
+    assert_eq!(next.len(), 1);
+    assert_eq!(next[0].1, "http://app/8");
+    // The deadline drops the round and what still waits in it.
+    m.handle(t(10_000), Input::Timeout);
+    assert!(sends(&actions(&mut m)).is_empty());
+    for (token, _) in first.iter().skip(1) {
+        m.handle(
+            t(10_001),
+            Input::Http {
+                token: *token,
+                result: json(READY),
+            },
+        );
+    }
+    assert!(
+        sends(&actions(&mut m)).is_empty(),
+        "nothing queued is started late"
+    );
+}
+
+#[test]
+fn protection_polls_have_their_own_slots() {
+    let mut config = ecs_config(true);
+    config.drain_urls = (0..12).map(|i| format!("http://app/{i}")).collect();
+    let mut m = Machine::new(&config, CHILD, true, t(0));
+    actions(&mut m);
+    m.handle(t(0), Input::Timeout);
+    let polls = sends(&actions(&mut m));
+    assert_eq!(polls.len(), drain::MAX_POLLS, "{polls:?}");
+    // A stop now: the round gets its own eight while protection's are out.
+    m.handle(t(100), Input::Signal(TERM));
+    let round = sends(&actions(&mut m));
+    assert_eq!(round.len(), drain::MAX_POLLS, "{round:?}");
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use log::{debug, info};
 
 use crate::core::event::Note;
-use crate::core::machine::Machine;
+use crate::core::machine::{Machine, NotifyState};
 use crate::core::outcome::NotifyReport;
 use crate::core::timeline::Event;
 use crate::proto::notify_msg::STATUS_MAX;
@@ -18,20 +18,6 @@ use crate::util::time::millis;
 
 /// The least time between two debug lines of a kind the app can repeat.
 const LOG_EVERY: Duration = Duration::from_secs(1);
-
-/// What the app said over the notify socket, for the exit report.
-#[derive(Debug, Clone, Default)]
-pub struct NotifyState {
-    pub(super) ready_after: Option<Duration>,
-    pub(super) status: Option<Vec<u8>>,
-    pub(super) received: u64,
-    pub(super) refused: u64,
-    pub(super) dropped: u64,
-    pub(super) stop_to_ready_word_ms: Option<u64>,
-    pub(super) said_extend: Option<Instant>,
-    pub(super) said_extend_ignored: bool,
-    pub(super) said_ignored: bool,
-}
 
 impl Machine<'_> {
     pub(super) fn on_extended(&mut self, now: Instant, deadline: Instant, first: bool) {

@@ -63,6 +63,8 @@ impl Machine<'_> {
         self.timers.set(Timer::ProtectPoll, None);
         self.kill_runs_where(|p| matches!(p, Purpose::ProtectPoll(_)), "the stop began");
         self.protect_round = (Vec::new(), 0);
+        self.queued
+            .retain(|p| !matches!(p, Purpose::ProtectPoll(_)));
         if let Some(protection) = &mut self.protection {
             protection.poll_in_flight = false;
         }
@@ -102,7 +104,6 @@ impl Machine<'_> {
         };
         protection.poll_in_flight = true;
         protection.next_poll = Some(now + protection.interval);
-        let interval = protection.interval;
         self.timers.set(Timer::ProtectPoll, None);
         let asked: Vec<(usize, Probe)> = self
             .probes
@@ -112,17 +113,12 @@ impl Machine<'_> {
             .filter(|(_, p)| !matches!(p, Probe::File(_)))
             .collect();
         self.protect_round = (Vec::new(), asked.len());
-        for (index, probe) in asked {
-            let purpose = Purpose::ProtectPoll(index);
-            match probe {
-                Probe::Url(url) => self.send(get(&url), None, interval, purpose),
-                Probe::Exec(cmd) => {
-                    let kill_at = now + self.config.drain_timeout.min(interval);
-                    self.start_run(now, cmd, purpose, Some(kill_at));
-                }
-                Probe::File(_) => {}
-            }
-        }
+        self.queued.extend(
+            asked
+                .into_iter()
+                .map(|(index, _)| Purpose::ProtectPoll(index)),
+        );
+        self.pump(now);
     }
 
     pub(super) fn on_protect_poll(

@@ -278,8 +278,6 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> &str {
         .unwrap_or("(no message)")
 }
 
-pub const REQUEST_THREAD: &str = "drainit-http";
-
 /// Runs `request` with any panic in it contained as an `internal` failure.
 fn contain(request: impl FnOnce() -> Result<Response, Failure>) -> Result<Response, Failure> {
     let _ = IN_REQUEST.try_with(|flag| flag.set(true));

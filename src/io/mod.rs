@@ -11,3 +11,4 @@ pub mod report_file;
 pub mod signals;
 pub mod spawn;
 pub mod threads;
+pub mod workers;

@@ -17,6 +17,7 @@ use crate::io::signals::{Handled, Received};
 use crate::io::threads::Inbox;
 use crate::shell::executor::Executor;
 use crate::util::signame::signal_name;
+use crate::util::text::Fold;
 
 /// What the loop knows outside the core, for a fallback after a panic.
 #[derive(Debug, Default)]
@@ -31,6 +32,8 @@ pub struct Shell {
     pub trigger: Option<Trigger>,
     /// A signal drainit raised itself was already reported.
     own_signal_seen: bool,
+    /// The debug line of each received signal, at most one a second.
+    received: Fold,
 }
 
 /// The loop: perform what the core asks, hand it what the shell answered,
@@ -106,11 +109,15 @@ fn on_signal(
         shell.in_hand = None;
         return;
     }
-    debug!(
-        "received {} from pid {}",
-        signal_name(received.signo),
-        received.sender
-    );
+    if log::log_enabled!(log::Level::Debug) {
+        if let Some(note) = shell.received.allow(Instant::now()) {
+            debug!(
+                "received {} from pid {}{note}",
+                signal_name(received.signo),
+                received.sender
+            );
+        }
+    }
     machine.handle(Instant::now(), Input::Signal(received.signo));
     shell.in_hand = None;
 }

@@ -9,14 +9,23 @@ use std::time::{Instant, SystemTime};
 
 use log::{debug, error, info, warn};
 
-use crate::core::event::{Action, Input, Token};
+use crate::core::drain::MAX_POLLS;
+use crate::core::event::{Action, Input, Lane, Token};
 use crate::core::outcome::Ended;
 use crate::core::settings::Config;
 use crate::io::threads::Outbox;
+use crate::io::workers::Pool;
 use crate::io::{commands, http, procfs};
 use crate::proto::http::{Failure, Kind};
 use crate::util::signame::signal_name;
 use crate::util::time::millis;
+
+/// The request threads, by lane: drain polls and protection polls as many
+/// as the core runs at once, one for the ECS metadata, and the hooks'.
+static POLLS: Pool = Pool::new("drainit-poll", MAX_POLLS);
+static PROTECT: Pool = Pool::new("drainit-protect", MAX_POLLS);
+static ECS: Pool = Pool::new("drainit-ecs", 1);
+static HOOKS: Pool = Pool::new("drainit-hook", MAX_POLLS);
 
 pub struct Executor<'a> {
     config: &'a Config,
@@ -62,21 +71,24 @@ impl<'a> Executor<'a> {
             }
             Action::Send {
                 token,
+                lane,
                 target,
                 body,
                 timeout,
             } => {
                 let outbox = self.outbox.clone();
-                let spawned = crate::io::threads::spawn_thread(
-                    http::REQUEST_THREAD,
-                    256 * 1024,
-                    Box::new(move || {
-                        http::run_and_report(&target, body.as_deref(), timeout, |result| {
-                            outbox.send(Input::Http { token, result })
-                        })
-                    }),
-                );
-                if let Err(e) = spawned {
+                let job = Box::new(move || {
+                    http::run_and_report(&target, body.as_deref(), timeout, |result| {
+                        outbox.send(Input::Http { token, result })
+                    })
+                });
+                let pool = match lane {
+                    Lane::Poll => &POLLS,
+                    Lane::Protect => &PROTECT,
+                    Lane::Ecs => &ECS,
+                    Lane::Hook => &HOOKS,
+                };
+                if let Err(e) = pool.submit(job) {
                     // Answered like any failed request.
                     let detail = format!("cannot start a request thread: {e}");
                     let result = Err(Failure::new(Kind::Internal, &detail));

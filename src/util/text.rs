@@ -1,5 +1,8 @@
 //! Text for log lines and reports: escaping what outsiders send, and the
-//! record of what was already logged once.
+//! record of what was already logged once, and the folding of lines that
+//! repeat.
+
+use std::time::{Duration, Instant};
 
 /// Text from outside (an endpoint's keys, strings, reasons) made safe for a
 /// log line: control characters, line separators and backslashes are
@@ -34,6 +37,34 @@ pub fn first_time(seen: &mut Vec<String>, kind: &str) -> bool {
     true
 }
 
+/// At most one log line of a kind a second: the lines folded in between
+/// are counted and said by the next one (`note`). Takes `now` as a value,
+/// so the core can use it too.
+#[derive(Debug, Default, Clone)]
+pub struct Fold {
+    last: Option<Instant>,
+    folded: u64,
+}
+
+impl Fold {
+    /// The note for a line allowed now (empty, or how many were folded);
+    /// None when this one is folded.
+    pub fn allow(&mut self, now: Instant) -> Option<String> {
+        if self
+            .last
+            .is_some_and(|t| now.saturating_duration_since(t) < Duration::from_secs(1))
+        {
+            self.folded += 1;
+            return None;
+        }
+        self.last = Some(now);
+        Some(match std::mem::take(&mut self.folded) {
+            0 => String::new(),
+            n => format!(" ({n} more like this folded)"),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -53,5 +84,19 @@ mod tests {
                 "{text:?}"
             );
         }
+    }
+
+    #[test]
+    fn folded_lines_are_counted_and_said_once_a_second() {
+        let t0 = Instant::now();
+        let mut fold = Fold::default();
+        assert_eq!(fold.allow(t0).as_deref(), Some(""));
+        let folded = (1..=500)
+            .filter(|i| fold.allow(t0 + Duration::from_millis(*i)).is_none())
+            .count();
+        assert_eq!(folded, 500);
+        let note = fold.allow(t0 + Duration::from_secs(1)).unwrap();
+        assert!(note.contains("500 more"), "{note}");
+        assert_eq!(fold.allow(t0 + Duration::from_secs(2)).as_deref(), Some(""));
     }
 }

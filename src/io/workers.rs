@@ -1,0 +1,97 @@
+//! Bounded worker pools: the threads that run requests. Each pool starts a
+//! thread only when a job finds none idle and the pool is below its size,
+//! and keeps its threads for the next job, so a pool never holds more
+//! threads than its size, not even for the moment a finished thread takes
+//! to exit. Jobs beyond that wait in the pool's queue (the core already
+//! keeps its polls within the pool's size, so the queue stays short).
+
+use std::collections::VecDeque;
+use std::sync::{Condvar, Mutex, MutexGuard};
+
+/// One request to run.
+pub type Job = Box<dyn FnOnce() + Send>;
+
+#[derive(Default)]
+struct State {
+    jobs: VecDeque<Job>,
+    threads: usize,
+    idle: usize,
+}
+
+/// A pool of at most `size` threads named `name`.
+pub struct Pool {
+    name: &'static str,
+    size: usize,
+    state: Mutex<State>,
+    ready: Condvar,
+}
+
+impl Pool {
+    pub const fn new(name: &'static str, size: usize) -> Pool {
+        Pool {
+            name,
+            size,
+            state: Mutex::new(State {
+                jobs: VecDeque::new(),
+                threads: 0,
+                idle: 0,
+            }),
+            ready: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Threads the pool holds now.
+    pub fn threads(&self) -> usize {
+        self.lock().threads
+    }
+
+    /// Queues `job`; starts a thread for it if none is idle and the pool
+    /// has room. Err when no thread could be started and none exists to
+    /// run it later: the job is dropped (the caller reports the failure).
+    pub fn submit(&'static self, job: Job) -> std::io::Result<()> {
+        let mut state = self.lock();
+        state.jobs.push_back(job);
+        if state.idle > 0 || state.threads >= self.size {
+            drop(state);
+            self.ready.notify_one();
+            return Ok(());
+        }
+        state.threads += 1;
+        drop(state);
+        let started =
+            crate::io::threads::spawn_thread(self.name, 256 * 1024, Box::new(move || self.work()));
+        if let Err(e) = started {
+            let mut state = self.lock();
+            state.threads -= 1;
+            if state.threads == 0 {
+                state.jobs.clear();
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// A worker: runs jobs as they come, forever (the process's exit ends
+    /// it). A job's panic is its own business: it is contained, and the
+    /// worker goes on.
+    fn work(&'static self) {
+        loop {
+            let job = {
+                let mut state = self.lock();
+                loop {
+                    if let Some(job) = state.jobs.pop_front() {
+                        break job;
+                    }
+                    state.idle += 1;
+                    state = self.ready.wait(state).unwrap_or_else(|e| e.into_inner());
+                    state.idle -= 1;
+                }
+            };
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+        }
+    }
+}
