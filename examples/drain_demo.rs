@@ -47,7 +47,15 @@ fn main() {
         eprintln!("[demo] all work done: ready for termination");
     });
 
-    let listener = TcpListener::bind(format!("127.0.0.1:{port}")).expect("bind the demo port");
+    let listener = match TcpListener::bind(format!("127.0.0.1:{port}")) {
+        Ok(listener) => listener,
+        Err(e) => {
+            eprintln!(
+                "[demo] cannot listen on 127.0.0.1:{port}: {e} (set DEMO_PORT to another port)"
+            );
+            std::process::exit(1);
+        }
+    };
     eprintln!("[demo] serving http://127.0.0.1:{port}/drain with {jobs} jobs in flight");
     for stream in listener.incoming().flatten() {
         let mut stream = stream;

@@ -268,25 +268,48 @@ fn config(args: &[&str], vars: &[(&str, &str)]) -> Result<Config, String> {
 
 #[test]
 fn every_declared_default_parses_with_its_own_option_parser() {
-    // Nothing given: every default was parsed from its declaration.
-    let base = config(&[], &ALL_ON).expect("the declared defaults parse");
+    // Nothing given: every default was parsed from its declaration. The
+    // grace's declared default is the one off ECS and Kubernetes (on them
+    // it is longer, and said at start): checked with no platform.
+    let no_platform: Vec<(&str, &str)> = ALL_ON
+        .iter()
+        .copied()
+        .filter(|(k, _)| k.starts_with("DRAINIT_DRAIN"))
+        .collect();
     let mut checked = 0;
     for opt in OPTIONS {
         let Some(default) = opt.default_value() else {
             continue;
         };
+        let env: &[(&str, &str)] = if opt.long == "grace" {
+            &no_platform
+        } else {
+            &ALL_ON
+        };
+        let without_notices = |mut c: Config| {
+            c.notices.clear();
+            c
+        };
+        let base = without_notices(config(&[], env).expect("the declared defaults parse"));
         // Typed as the flag: the same parser, the same value.
         let flag = format!("--{}", opt.long);
-        let typed = config(&[&flag, default], &ALL_ON)
+        let typed = config(&[&flag, default], env)
             .unwrap_or_else(|e| panic!("{flag} {default} (its default): {e}"));
-        assert_eq!(typed, base, "{flag} {default} is not the default");
+        assert_eq!(
+            without_notices(typed),
+            base,
+            "{flag} {default} is not the default"
+        );
         // And as the variable.
         let var = opt.var().expect("an option with a default has a variable");
-        let mut vars: Vec<(&str, &str)> =
-            ALL_ON.iter().copied().filter(|(k, _)| *k != var).collect();
+        let mut vars: Vec<(&str, &str)> = env.iter().copied().filter(|(k, _)| *k != var).collect();
         vars.push((&var, default));
         let from_var = config(&[], &vars).unwrap_or_else(|e| panic!("{var}={default}: {e}"));
-        assert_eq!(from_var, base, "{var}={default} is not the default");
+        assert_eq!(
+            without_notices(from_var),
+            base,
+            "{var}={default} is not the default"
+        );
         checked += 1;
     }
     assert!(checked >= 17, "only {checked} defaults checked");

@@ -663,11 +663,12 @@ fn each_worker_has_its_own_progress_in_the_log() {
     wait_for("five rounds", PATIENCE, || (b.count() >= 5).then_some(()));
     done.store(true, Ordering::SeqCst);
     assert_eq!(d.wait_code(), 0, "{}", d.stderr());
-    // Each worker's count is logged when it first appears, not each round.
+    // Each worker's count is logged when it first appears, not each round:
+    // one line per change of a source, its numbers in it.
     let lines = d
         .stderr()
         .lines()
-        .filter(|l| l.contains("drain progress: activeExecutions"))
+        .filter(|l| l.contains("drain source url") && l.contains("activeExecutions="))
         .count();
     assert_eq!(lines, 2, "{}", d.stderr());
 }

@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use crate::app::cli::RawArgs;
 use crate::app::options::{self, Kind};
-pub use crate::core::settings::{Config, EcsConfig, LogFormat, NotifyConfig, ProtectConfig};
+pub use crate::core::settings::{
+    Config, EcsConfig, LogFormat, Notice, NotifyConfig, ProtectConfig,
+};
 use crate::io::commands as sources;
 use crate::io::signals;
 use crate::proto::drain_body as drain;
@@ -38,6 +40,48 @@ struct Setting {
     text: String,
     origin: String,
 }
+
+/// The name drainit was called by: as `dumb-init` or `tini` (a symlink or
+/// a copy that replaces one), it keeps that init's few defaults that would
+/// otherwise change silently; any other name, `docker-init` included, is
+/// drainit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Name {
+    Drainit,
+    DumbInit,
+    Tini,
+}
+
+impl Name {
+    /// From `argv[0]`: its last path component.
+    pub fn of(argv0: Option<&OsStr>) -> Name {
+        let base = argv0
+            .and_then(|a| std::path::Path::new(a).file_name())
+            .and_then(OsStr::to_str)
+            .unwrap_or("");
+        match base {
+            "dumb-init" => Name::DumbInit,
+            "tini" => Name::Tini,
+            _ => Name::Drainit,
+        }
+    }
+
+    /// The exit code of a command-line usage error: dumb-init and tini
+    /// exit 1; drainit's own is 2.
+    pub fn usage_error_code(self) -> u8 {
+        match self {
+            Name::Drainit => 2,
+            Name::DumbInit | Name::Tini => 1,
+        }
+    }
+}
+
+/// The most drain sources a run may have: each costs a poll per round.
+pub const MAX_SOURCES: usize = 64;
+
+/// The default `--grace` on ECS and Kubernetes (with a drain option), under
+/// their 30 s default kill; elsewhere the declared default applies.
+pub const PLATFORM_GRACE: &str = "25s";
 
 /// Looks up environment variables; a function so tests can supply their own.
 pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<OsString>;
@@ -87,17 +131,28 @@ impl Env<'_> {
     /// which holds a comma-separated list, or one value per line where the
     /// declaration says so (commands contain commas; blank lines skipped).
     fn list(&self, long: &str) -> Result<Vec<Setting>, UsageError> {
+        let opt = options::get(long);
         let flags = self.raw.values(long);
         if !flags.is_empty() {
+            // A comma in a flag splits it as in the variable: the same
+            // text means the same sources, whichever way it is given.
+            let origin = format!("--{long}");
+            let split = |text: String| -> Vec<String> {
+                if opt.kind == Kind::Commas {
+                    text.split(',').map(|p| p.trim().to_string()).collect()
+                } else {
+                    vec![text]
+                }
+            };
             return Ok(flags
                 .into_iter()
+                .flat_map(split)
                 .map(|text| Setting {
                     text,
-                    origin: format!("--{long}"),
+                    origin: origin.clone(),
                 })
                 .collect());
         }
-        let opt = options::get(long);
         let Some(var) = opt.var() else {
             return Ok(Vec::new());
         };
@@ -399,7 +454,16 @@ fn parse_verbosity(text: &str) -> Result<u8, String> {
 
 impl Config {
     /// Validates the raw arguments against the environment.
-    pub fn from_raw(mut raw: RawArgs, env: EnvLookup<'_>) -> Result<Request, UsageError> {
+    pub fn from_raw(raw: RawArgs, env: EnvLookup<'_>) -> Result<Request, UsageError> {
+        Config::from_raw_as(raw, env, Name::Drainit)
+    }
+
+    /// As `from_raw`, for drainit called by another init's name.
+    pub fn from_raw_as(
+        mut raw: RawArgs,
+        env: EnvLookup<'_>,
+        name: Name,
+    ) -> Result<Request, UsageError> {
         if raw.flag("license") {
             return Ok(Request::License);
         }
@@ -433,12 +497,19 @@ impl Config {
         let stop_execs = unique(env.list("stop-exec")?, &parse_cmd)?;
         let drain_execs = unique(env.list("drain-exec")?, &parse_cmd)?;
         let drain_files = unique(env.list("drain-file")?, &parse_drain_file)?;
+        let sources = drain_urls.len() + drain_execs.len() + drain_files.len();
+        if sources > MAX_SOURCES {
+            return Err(UsageError(format!(
+                "at most {MAX_SOURCES} drain sources (--drain-url, --drain-exec and --drain-file together); {sources} given"
+            )));
+        }
         let hook_timeout = env.value("hook-timeout", parse_interval)?;
         let drain_timeout = env.value_or_default("drain-timeout", parse_interval)?;
         // Task protection asks the sources that can say "busy": URLs and
         // commands (a drain file only appears at the end of a stop).
         let protect_sources = !drain_urls.is_empty() || !drain_execs.is_empty();
-        let ecs = Self::ecs_from(&env, protect_sources)?;
+        let mut notices = Vec::new();
+        let (ecs, on_ecs) = Self::ecs_from(&env, protect_sources, &mut notices)?;
         let notify_socket = env.value("notify-socket", parse_socket_path)?;
         let notify_access = env.value_or_default("notify-access", notify::parse_access)?;
         // A socket path implies --notify.
@@ -456,11 +527,31 @@ impl Config {
             || ecs
                 .as_ref()
                 .is_some_and(|e| e.metadata_uri.is_some() || e.protect.is_some());
-        // The declared default applies only with a drain option.
-        let default_grace = default("grace", parse_grace)?;
+        // The default applies only with a drain option, and fits the
+        // platform's own kill: ECS's stopTimeout and Kubernetes'
+        // terminationGracePeriodSeconds default to 30 s, `docker stop` to 10.
         let grace = match env.setting("grace")? {
             Some(s) => s.parse(parse_grace)?,
-            None => default_grace.filter(|_| drain_active),
+            None if !drain_active => None,
+            None => {
+                let kubernetes = env.get("KUBERNETES_SERVICE_HOST")?.is_some();
+                let (text, why) = match (on_ecs, kubernetes) {
+                    (true, _) => (PLATFORM_GRACE, "on ECS, whose stopTimeout defaults to 30 s"),
+                    (_, true) => (
+                        PLATFORM_GRACE,
+                        "on Kubernetes, whose terminationGracePeriodSeconds defaults to 30 s",
+                    ),
+                    _ => (
+                        options::get("grace").default_value().unwrap_or_default(),
+                        "no ECS or Kubernetes here; docker stop waits 10 s",
+                    ),
+                };
+                let grace = parse_grace(text).map_err(|e| invalid(text, "--grace", &e))?;
+                notices.push(Notice::Info(format!(
+                    "--grace {text} by default ({why}); set --grace to change it"
+                )));
+                grace
+            }
         };
         // The deadline must leave the app time to get its stop signal: a
         // delay that reaches it would mean SIGKILL without any warning.
@@ -576,19 +667,34 @@ impl Config {
             // dumb-init: DUMB_INIT_SETSID=0 and -c mean "the child only"
             // (drainit's default); any other value is its session mode,
             // which for signals is -g. -c, a flag, beats every variable.
+            // Called dumb-init, its own default holds: the group unless
+            // DUMB_INIT_SETSID is exactly 0 (set empty counts as on).
             kill_process_group: !env.raw.flag("single-child")
                 && (env.flag("kill-process-group")?
                     || env.is_set("TINI_KILL_PROCESS_GROUP")
-                    || env.get("DUMB_INIT_SETSID")?.is_some_and(|v| v != "0")),
+                    || match name {
+                        Name::DumbInit => {
+                            (env.lookup)("DUMB_INIT_SETSID").map_or(true, |v| v != *"0")
+                        }
+                        _ => env.get("DUMB_INIT_SETSID")?.is_some_and(|v| v != "0"),
+                    }),
             remap_exit,
             rewrite,
             log_filter: env.get("DRAINIT_LOG")?,
+            notices,
         })))
     }
 
     /// The ECS settings: None when neither the metadata watch nor task
     /// protection is on.
-    fn ecs_from(env: &Env<'_>, has_drain_url: bool) -> Result<Option<EcsConfig>, UsageError> {
+    /// The ECS settings (None when neither the metadata watch nor task
+    /// protection is on), and whether this is an ECS task at all (a usable
+    /// metadata variable, whatever `--ecs` says).
+    fn ecs_from(
+        env: &Env<'_>,
+        has_drain_url: bool,
+        notices: &mut Vec<Notice>,
+    ) -> Result<(Option<EcsConfig>, bool), UsageError> {
         let mode = env.value_or_default("ecs", parse_ecs_mode)?;
         let interval = env.value_or_default("ecs-interval", parse_ecs_interval)?;
         let metadata_var = [
@@ -605,15 +711,33 @@ impl Config {
             })
         })
         .transpose()?;
-        let metadata_uri = match (mode, metadata_var) {
+        // The variable is the platform's, not the operator's: under auto, one
+        // that is not a usable http:// URL is a warning and ECS stays off.
+        let usable = match metadata_var {
+            None => None,
+            Some(setting) => match parse_url(&setting.text) {
+                Ok(url) => Some(url),
+                Err(e) if mode == EcsMode::On => {
+                    return Err(invalid(&setting.text, &setting.origin, &e))
+                }
+                Err(e) => {
+                    notices.push(Notice::Warn(format!(
+                        "{} is not a usable http:// URL ({e}): ECS integration is off",
+                        setting.origin
+                    )));
+                    None
+                }
+            },
+        };
+        let on_ecs = usable.is_some();
+        let metadata_uri = match (mode, usable) {
             (EcsMode::Off, _) => None,
             (EcsMode::On, None) => {
                 return Err(UsageError(
                     "--ecs on needs ECS_CONTAINER_METADATA_URI_V4 (or ECS_CONTAINER_METADATA_URI), which is not set".into(),
                 ))
             }
-            (_, Some(setting)) => Some(setting.parse(parse_url)?),
-            (EcsMode::Auto, None) => None,
+            (_, uri) => uri,
         };
         // Checked whether or not protection is on: a bad value is a
         // mistake even where it has no effect yet.
@@ -648,13 +772,14 @@ impl Config {
             None
         };
         if metadata_uri.is_none() && protect.is_none() {
-            return Ok(None);
+            return Ok((None, on_ecs));
         }
-        Ok(Some(EcsConfig {
+        let ecs = EcsConfig {
             metadata_uri,
             interval,
             protect,
-        }))
+        };
+        Ok((Some(ecs), on_ecs))
     }
 }
 
@@ -666,7 +791,9 @@ mod tests {
 
     /// The grace period when a drain option is set and `--grace` is not
     /// (declared in `app::options`; pinned here).
-    const DEFAULT_GRACE: Duration = Duration::from_secs(25);
+    /// The default grace off ECS and Kubernetes, and on them.
+    const DEFAULT_GRACE: Duration = Duration::from_secs(8);
+    const PLATFORM: Duration = Duration::from_secs(25);
     use std::collections::HashMap;
 
     fn parse_with(args: &[&str], vars: &[(&str, &str)]) -> Result<Config, UsageError> {
@@ -994,11 +1121,7 @@ mod tests {
         );
         assert_eq!(ecs.interval, Duration::from_secs(5));
         assert_eq!(ecs.protect, None);
-        assert_eq!(
-            c.grace,
-            Some(DEFAULT_GRACE),
-            "ECS counts as a drain feature"
-        );
+        assert_eq!(c.grace, Some(PLATFORM), "ECS counts as a drain feature");
         assert_eq!(c.verbosity, 2);
         let v3 = [("ECS_CONTAINER_METADATA_URI", "http://169.254.170.2/v3/abc")];
         let c = parse_with(&["x"], &v3).unwrap();
@@ -1089,8 +1212,27 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.0.contains("ECS_AGENT_URI"), "{err}");
-        let err = parse_with(&["x"], &[("ECS_CONTAINER_METADATA_URI_V4", "unix:/x")]).unwrap_err();
-        assert!(err.0.contains("ECS_CONTAINER_METADATA_URI_V4"), "{err}");
+        // The platform's variable: a bad one is a warning under auto, and
+        // only --ecs on makes it an error.
+        for bad in [
+            "unix:/x",
+            "https://169.254.170.2/v4/abc",
+            "garbage",
+            "http://[fe80::1%eth0]/v4",
+        ] {
+            let var = [("ECS_CONTAINER_METADATA_URI_V4", bad)];
+            let c = parse_with(&["--drain-url", "http://127.0.0.1:1/d", "x"], &var).unwrap();
+            assert_eq!(c.ecs, None, "{bad}");
+            assert_eq!(c.grace, Some(DEFAULT_GRACE), "{bad}: no platform");
+            let warnings = c
+                .notices
+                .iter()
+                .filter(|n| matches!(n, Notice::Warn(_)))
+                .count();
+            assert_eq!(warnings, 1, "{bad}: {:?}", c.notices);
+            let err = parse_with(&["--ecs", "on", "x"], &var).unwrap_err();
+            assert!(err.0.contains("ECS_CONTAINER_METADATA_URI_V4"), "{err}");
+        }
         // Bad values are refused even where protection is off.
         let err = parse_with(&["--protect-minutes", "0", "x"], &[]).unwrap_err();
         assert!(err.0.contains("--protect-minutes"), "{err}");
@@ -1366,7 +1508,53 @@ mod tests {
         assert!(parse_with(&["--pre-stop-delay", "30s", "x"], &[]).is_err());
         let c = parse_with(&["--pre-stop-delay", "30s", "--grace", "none", "x"], &[]).unwrap();
         assert_eq!(c.grace, None);
-        let c = parse_with(&["--pre-stop-delay", "24s", "x"], &[]).unwrap();
+        let c = parse_with(&["--pre-stop-delay", "7s", "x"], &[]).unwrap();
         assert_eq!(c.grace, Some(DEFAULT_GRACE));
+        // On Kubernetes the default is longer, and logged with its reason.
+        let k8s = [("KUBERNETES_SERVICE_HOST", "10.0.0.1")];
+        let c = parse_with(&["--pre-stop-delay", "24s", "x"], &k8s).unwrap();
+        assert_eq!(c.grace, Some(PLATFORM));
+        assert!(
+            matches!(&c.notices[..], [Notice::Info(n)] if n.contains("25s") && n.contains("Kubernetes")),
+            "{:?}",
+            c.notices
+        );
+        // An explicit --grace is said nowhere: nothing was chosen for it.
+        let c = parse_with(&["--pre-stop-delay", "1s", "--grace", "9s", "x"], &k8s).unwrap();
+        assert!(c.notices.is_empty(), "{:?}", c.notices);
+    }
+
+    #[test]
+    fn a_comma_in_a_flag_splits_it_as_in_the_variable() {
+        let c = parse_with(
+            &[
+                "--drain-url",
+                "http://a/drain,http://b/drain",
+                "--drain-file",
+                "/x,/y",
+                "x",
+            ],
+            &[],
+        )
+        .unwrap();
+        assert_eq!(c.drain_urls, ["http://a/drain", "http://b/drain"]);
+        assert_eq!(c.drain_files.len(), 2);
+        let c = parse_with(&["--stop-url", "http://a/s, http://b/s", "x"], &[]).unwrap();
+        assert_eq!(c.stop_hooks.len(), 2);
+    }
+
+    #[test]
+    fn at_most_sixty_four_sources() {
+        let urls: Vec<String> = (0..65).map(|i| format!("http://127.0.0.1:1/{i}")).collect();
+        let mut args: Vec<&str> = Vec::new();
+        for url in &urls[..64] {
+            args.extend(["--drain-url", url]);
+        }
+        args.push("x");
+        assert_eq!(parse_with(&args, &[]).unwrap().drain_urls.len(), 64);
+        args.pop();
+        args.extend(["--drain-file", "/tmp/x", "x"]);
+        let err = parse_with(&args, &[]).unwrap_err();
+        assert!(err.0.contains("64") && err.0.contains("65"), "{err}");
     }
 }

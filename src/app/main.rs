@@ -9,13 +9,12 @@ use clap::FromArgMatches;
 use log::{debug, warn};
 
 use crate::app::cli::RawArgs;
-use crate::app::config::{Config, Request};
+use crate::app::config::{Config, Name, Notice, Request};
 use crate::app::logging;
 use crate::core::outcome::{self as exit, ExitPolicy, Outcome, RunSummary, SpawnFailure};
 use crate::io::{logwriter, signals};
 use crate::shell::supervisor;
 
-const USAGE_ERROR: u8 = 2;
 /// How long the last log lines may hold the exit.
 const EXIT_FLUSH: std::time::Duration = std::time::Duration::from_millis(100);
 const LICENSE: &str = include_str!("../../LICENSE");
@@ -24,13 +23,16 @@ const LICENSE: &str = include_str!("../../LICENSE");
 pub fn main() -> ExitCode {
     // Before any thread starts: request threads' panics are contained.
     crate::io::http::install_panic_hook();
+    let name = Name::of(std::env::args_os().next().as_deref());
+    let usage_error = ExitCode::from(name.usage_error_code());
     let parsed = crate::app::cli::command()
         .try_get_matches()
         .and_then(|matches| RawArgs::from_arg_matches(&matches));
     let raw = match parsed {
         Ok(raw) => raw,
         Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
-            print_quietly(&e.to_string());
+            // dumb-init prints these on stderr.
+            print_quietly(&e.to_string(), name == Name::DumbInit);
             return ExitCode::SUCCESS;
         }
         Err(e) => {
@@ -40,18 +42,18 @@ pub fn main() -> ExitCode {
                 "drainit: {} (see drainit --help)",
                 first.trim_start_matches("error: ")
             );
-            return ExitCode::from(USAGE_ERROR);
+            return usage_error;
         }
     };
-    let config = match Config::from_raw(raw, &|name| std::env::var_os(name)) {
+    let config = match Config::from_raw_as(raw, &|name| std::env::var_os(name), name) {
         Ok(Request::Run(config)) => config,
         Ok(Request::License) => {
-            print_quietly(LICENSE);
+            print_quietly(LICENSE, false);
             return ExitCode::SUCCESS;
         }
         Err(e) => {
             eprintln!("drainit: {e}");
-            return ExitCode::from(USAGE_ERROR);
+            return usage_error;
         }
     };
     if let Some(path) = &config.exit_report {
@@ -59,10 +61,16 @@ pub fn main() -> ExitCode {
         // a usage error now, not a surprise at exit.
         if let Err(e) = crate::io::report_file::prepare(path) {
             eprintln!("drainit: --exit-report {}: {e}", path.display());
-            return ExitCode::from(USAGE_ERROR);
+            return usage_error;
         }
     }
     logging::init(&config);
+    for notice in &config.notices {
+        match notice {
+            Notice::Info(text) => log::info!("{text}"),
+            Notice::Warn(text) => log::warn!("{text}"),
+        }
+    }
     // From now on stderr is the log writer's: no line waits on it, here
     // or in the loop.
     if let Err(e) = logwriter::start() {
@@ -104,10 +112,15 @@ pub fn main() -> ExitCode {
     ExitCode::from(code)
 }
 
-/// Help, version and license text: a reader that went away (`drainit
-/// --help | head -1`) is not an error worth a panic or a message.
-fn print_quietly(text: &str) {
+/// Help, version and license text, on stdout (or stderr): a reader that
+/// went away (`drainit --help | head -1`) is not an error worth a panic or
+/// a message.
+fn print_quietly(text: &str, stderr: bool) {
     use std::io::Write;
+    if stderr {
+        let _ = std::io::stderr().lock().write_all(text.as_bytes());
+        return;
+    }
     let _ = std::io::stdout().lock().write_all(text.as_bytes());
     let _ = std::io::stdout().lock().flush();
 }

@@ -239,7 +239,10 @@ pub static OPTIONS: &[Opt] = &[
     // Draining.
     Opt {
         long: "grace",
-        default: Default::ValueWhen("25s", "with a drain option, else none"),
+        default: Default::ValueWhen(
+            "8s",
+            "with a drain option, 25s on ECS/Kubernetes; else none",
+        ),
         help: "Deadline from the start of a stop; then SIGKILL. 0/none never escalates",
         ..DRAIN_D
     },

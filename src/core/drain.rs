@@ -159,13 +159,10 @@ impl Machine<'_> {
             return debug!("ignoring a late answer: the stop moved on without it");
         }
         let reading = drain_body::evaluate(result, &self.config.drain_field);
-        if let Some(progress) = self.url_progress.get_mut(index) {
-            progress.observe(&reading);
-        }
-        self.progress.last_summary = Some(reading.summary.clone());
+        self.last_drain = Some(reading.summary.clone());
         let answer = match (result, reading.ready) {
             (_, true) => Answer::Ready,
-            (Err(failure), false) => Answer::NoAnswer(failure.kind().to_string()),
+            (Err(failure), false) => Answer::NoAnswer(failure.to_string()),
             (Ok(_), false) => Answer::NotReady(reading.summary),
         };
         self.on_answer(now, ticket, index, answer);
@@ -183,12 +180,26 @@ impl Machine<'_> {
         let Some((previous, over)) = self.board.answer(ticket, index, answer.clone()) else {
             return;
         };
+        // Each change once. "Not ready" in any form is the app's answer
+        // (INFO); a source that could not be asked is WARN, once until it
+        // answers again.
+        let failing_again = matches!(
+            (&previous, &answer),
+            (Some(Answer::NoAnswer(_)), Answer::NoAnswer(_))
+        );
         if previous.as_ref() != Some(&answer) {
-            if let Some(note) = self.answers_said.allow(now) {
+            // Ready sticks, so it is said once per source and never folded.
+            let said = match answer {
+                Answer::Ready => Some(String::new()),
+                _ => self.answers_said.get_mut(index).and_then(|f| f.allow(now)),
+            };
+            if let Some(note) = said {
                 let source = &self.board.sources[index];
                 let (kind, target) = (source.kind.name(), escape(&source.target, 200));
                 match answer {
-                    Answer::NoAnswer(_) => warn!("drain source {kind} {target}: {text}{note}"),
+                    Answer::NoAnswer(_) if !failing_again => {
+                        warn!("drain source {kind} {target}: {text}{note}")
+                    }
                     _ => info!("drain source {kind} {target}: {text}{note}"),
                 }
             }

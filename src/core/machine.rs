@@ -15,10 +15,11 @@ use crate::core::ecs::{Protection, Watch};
 use crate::core::event::Answer;
 use crate::core::event::{Action, Input, Lane, Token};
 use crate::core::outcome::{Ended, Outcome, RunSummary, Trigger};
-use crate::core::progress::Progress;
 use crate::core::settings::Config;
 use crate::core::sources::{Board, Probe};
-use crate::core::timeline::{self, Escalation, Event, Request, Settings, Stop, Ticket, Timeline};
+use crate::core::timeline::{
+    self, Escalation, Event, Phase, Request, Settings, Stop, Ticket, Timeline,
+};
 use crate::core::timers::{Timer, Timers};
 use crate::proto::http::{Failure, Response, Target};
 use crate::util::signame::signal_name;
@@ -81,9 +82,8 @@ pub struct Machine<'a> {
     pub(super) summary: RunSummary,
     pub(super) probes: Vec<Probe>,
     pub(super) board: Board,
-    /// The last drain summary, and each URL's own progress record.
-    pub(super) progress: Progress,
-    pub(super) url_progress: Vec<Progress>,
+    /// What the last drain poll said, for the report and the ready line.
+    pub(super) last_drain: Option<String>,
     /// Requests in flight and command runs not yet reaped.
     pub(super) requests: Vec<(Token, Purpose)>,
     pub(super) runs: Vec<Run>,
@@ -96,7 +96,8 @@ pub struct Machine<'a> {
     pub(super) queued: VecDeque<Purpose>,
     /// Lines a flood could repeat, at most one a second each.
     held: Fold,
-    pub(super) answers_said: Fold,
+    /// Each source's answer lines, at most one a second per source.
+    pub(super) answers_said: Vec<Fold>,
     pub(super) notify: Option<NotifyState>,
 }
 
@@ -132,8 +133,8 @@ impl<'a> Machine<'a> {
         let mut machine = Machine::empty(config, pid, pid1, now, timeline);
         for probe in &probes {
             machine.board.add(probe.kind(), &probe.target());
-            machine.url_progress.push(Progress::default());
         }
+        machine.answers_said = vec![Fold::default(); probes.len()];
         machine.probes = probes;
         machine.notify = config.notify.as_ref().map(|_| NotifyState::default());
         machine.start_ecs(now);
@@ -162,7 +163,7 @@ impl<'a> Machine<'a> {
         machine.board = std::mem::take(&mut old.board);
         machine.board.abandon_round();
         machine.board.abandon_hooks();
-        machine.progress = std::mem::take(&mut old.progress);
+        machine.last_drain = old.last_drain.take();
         machine.watch = old.watch.take();
         machine.notify = old.notify.take();
         machine.next_token = old.next_token;
@@ -198,8 +199,7 @@ impl<'a> Machine<'a> {
             },
             probes: Vec::new(),
             board: Board::default(),
-            progress: Progress::default(),
-            url_progress: Vec::new(),
+            last_drain: None,
             requests: Vec::new(),
             runs: Vec::new(),
             next_token: 0,
@@ -208,7 +208,7 @@ impl<'a> Machine<'a> {
             protect_round: (Vec::new(), 0),
             queued: VecDeque::new(),
             held: Fold::default(),
-            answers_said: Fold::default(),
+            answers_said: Vec::new(),
             notify: None,
         }
     }
@@ -398,9 +398,8 @@ impl<'a> Machine<'a> {
                 self.abandon_round();
                 self.kill_runs_where(|_| true, "drainit escalates");
                 match reason {
-                    Escalation::Ready => {
-                        info!("ready grace over; sending SIGKILL to the child's process group")
-                    }
+                    // The designed end of a drained stop, not a failure.
+                    Escalation::Ready => info!("drained; releasing the app"),
                     Escalation::Deadline => {
                         warn!("deadline reached; sending SIGKILL to the child's process group")
                     }
@@ -486,8 +485,7 @@ impl<'a> Machine<'a> {
         }
         info!(
             "app reports ready ({}); it has {} ms to exit by itself",
-            self.progress
-                .last_summary
+            self.last_drain
                 .as_deref()
                 .unwrap_or("every drain source was ready"),
             millis(left)
@@ -498,8 +496,16 @@ impl<'a> Machine<'a> {
         if !self.timeline.child_alive() {
             return;
         }
+        let released = matches!(
+            self.timeline.phase(),
+            Phase::Killed {
+                reason: Escalation::Ready,
+                ..
+            }
+        );
         match ended {
             Ended::Exited(code) => info!("main child exited with status {code}"),
+            Ended::Signaled(libc::SIGKILL) if released => info!("main child released"),
             Ended::Signaled(signo) => info!("main child was killed by {}", signal_name(signo)),
         }
         self.summary.child_status = Some(ended);
@@ -595,8 +601,12 @@ impl<'a> Machine<'a> {
             stop_trigger: s.stop_trigger,
             stop_to_ready_ms: s.stop_to_ready_ms,
             stop_to_exit_ms: s.stop_to_exit_ms,
+            deadline_ms: self
+                .timeline
+                .stop()
+                .and_then(|s| Some(millis(s.deadline?.saturating_duration_since(s.since)))),
             drain_polls: self.board.rounds,
-            last_drain: self.progress.last_summary.clone(),
+            last_drain: self.last_drain.clone(),
             orphans_reaped: s.orphans_reaped,
             ecs_task_arn: self
                 .watch

@@ -56,6 +56,7 @@ fn config() -> Config {
         ecs: None,
         notify: None,
         grace_max: Some(ms(10_000)),
+        notices: Vec::new(),
     }
 }
 

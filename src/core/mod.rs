@@ -6,7 +6,6 @@ pub mod event;
 pub mod machine;
 pub mod notify;
 pub mod outcome;
-pub mod progress;
 pub mod settings;
 pub mod sources;
 pub mod timeline;

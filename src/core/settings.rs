@@ -58,6 +58,16 @@ pub struct Config {
     /// `--grace-max`: how far extensions may move the deadline from t0
     /// (equal to `grace` unless set).
     pub grace_max: Option<Duration>,
+    /// What validation has to say once logging runs (a default chosen for
+    /// the platform, a platform variable ignored).
+    pub notices: Vec<Notice>,
+}
+
+/// A line for the log at start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Notice {
+    Info(String),
+    Warn(String),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

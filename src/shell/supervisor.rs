@@ -63,6 +63,11 @@ pub fn run(
         }
     };
     debug!("started {:?} as pid {pid}", config.program);
+    let urls = config.drain_urls.iter().cloned();
+    crate::io::http::check_hosts(
+        urls.chain(config.stop_hooks.iter().map(|t| t.url.clone()))
+            .collect(),
+    );
     let (outbox, inbox) = threads::inbox();
     if let (Some(socket), Some(n)) = (socket, &config.notify) {
         let reader = notify::Reader {

@@ -180,7 +180,7 @@ impl Launch {
         command.args(&self.args);
         // Keep the test's own DRAINIT_/TINI_ settings from leaking in.
         for (key, _) in std::env::vars() {
-            if ["DRAINIT_", "TINI_", "ECS_", "DUMB_INIT_"]
+            if ["DRAINIT_", "TINI_", "ECS_", "DUMB_INIT_", "KUBERNETES_"]
                 .iter()
                 .any(|prefix| key.starts_with(prefix))
             {

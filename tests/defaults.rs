@@ -1,0 +1,270 @@
+//! Defaults that fit the platform and no silent traps: the default grace
+//! per platform (from the exit report's deadline), a comma in a URL flag,
+//! log levels an operator can trust (JSON logs, by level), and drainit
+//! called by another init's name.
+
+mod support;
+
+use serde_json::Value;
+use support::server::{json, refusing_url, Server};
+use support::*;
+
+fn report(scratch: &Scratch) -> Value {
+    serde_json::from_str(&scratch.read("report.json")).expect("exit report")
+}
+
+/// A stop of a child that exits on TERM, with a drain option and no
+/// --grace, under `vars`: the report's deadline.
+fn default_deadline(vars: &[(&str, &str)]) -> (Value, String) {
+    let scratch = Scratch::new("grace-default");
+    let report_path = scratch.file("report.json");
+    let never = scratch.file("never");
+    let mut launch = drainit([
+        "--drain-file",
+        path_str(&never),
+        "--exit-report",
+        path_str(&report_path),
+    ])
+    .with_args(sh(
+        &scratch,
+        "trap 'exit 0' TERM; touch \"$D/ready\"; while :; do sleep 0.05; done",
+    ));
+    for (k, v) in vars {
+        launch = launch.env(k, v);
+    }
+    let mut d = launch.start();
+    scratch.wait_file("ready");
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_code(), 0, "{}", d.stderr());
+    (report(&scratch)["deadline_ms"].clone(), d.stderr())
+}
+
+#[test]
+fn the_default_grace_fits_the_platform() {
+    let (deadline, stderr) = default_deadline(&[]);
+    assert_eq!(deadline, 8_000, "no platform: under docker stop's 10 s");
+    assert!(
+        stderr.contains("--grace 8s by default"),
+        "said at start: {stderr}"
+    );
+    let (deadline, _) = default_deadline(&[("KUBERNETES_SERVICE_HOST", "10.0.0.1")]);
+    assert_eq!(deadline, 25_000, "Kubernetes");
+    // ECS: a usable metadata variable (nothing answers there: a warning).
+    let ecs = format!("{}/v4/abc", refusing_url().trim_end_matches('/'));
+    let (deadline, _) = default_deadline(&[("ECS_CONTAINER_METADATA_URI_V4", &ecs)]);
+    assert_eq!(deadline, 25_000, "ECS");
+    // A malformed ECS variable is no platform, and no reason to stop.
+    let (deadline, stderr) = default_deadline(&[(
+        "ECS_CONTAINER_METADATA_URI_V4",
+        "https://169.254.170.2/v4/abc",
+    )]);
+    assert_eq!(deadline, 8_000, "{stderr}");
+    assert_eq!(
+        stderr
+            .matches("ECS_CONTAINER_METADATA_URI_V4 is not a usable")
+            .count(),
+        1,
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_malformed_ecs_variable_is_fatal_only_with_ecs_on() {
+    let scratch = Scratch::new("ecs-bad-var");
+    for bad in ["garbage", "http://[fe80::1%eth0]/v4"] {
+        let (code, stderr) = drainit(Vec::<String>::new())
+            .env("ECS_CONTAINER_METADATA_URI_V4", bad)
+            .with_args(sh(&scratch, "exit 6"))
+            .run();
+        assert_eq!(code, 6, "auto: the child runs: {stderr}");
+        let (code, stderr) = drainit(["--ecs", "on"])
+            .env("ECS_CONTAINER_METADATA_URI_V4", bad)
+            .with_args(sh(&scratch, "exit 6"))
+            .run();
+        assert_eq!(code, 2, "on: a usage error: {stderr}");
+    }
+}
+
+#[test]
+fn a_comma_in_a_drain_url_flag_makes_two_sources() {
+    let scratch = Scratch::new("comma-flag");
+    let (a, b) = (
+        Server::start(|_, _| json(200, r#"{"readyForTermination":true}"#)),
+        Server::start(|_, _| json(200, r#"{"readyForTermination":true}"#)),
+    );
+    let both = format!("{},{}", a.url("/drain"), b.url("/drain"));
+    let report_path = scratch.file("report.json");
+    let mut d = drainit([
+        "--drain-url",
+        &both,
+        "--grace",
+        "10s",
+        "--ready-grace",
+        "100ms",
+        "--exit-report",
+        path_str(&report_path),
+    ])
+    .with_args(sh(
+        &scratch,
+        "trap '' TERM; touch \"$D/ready\"; while :; do sleep 0.05; done",
+    ))
+    .start();
+    scratch.wait_file("ready");
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_code(), 0, "{}", d.stderr());
+    let r = report(&scratch);
+    assert_eq!(r["sources"].as_array().unwrap().len(), 2, "{r}");
+    assert!(a.count() >= 1 && b.count() >= 1, "both workers were polled");
+}
+
+/// The levels of drainit's JSON log lines.
+fn levels(stderr: &str) -> Vec<(String, String)> {
+    stderr
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|v| {
+            (
+                v["level"].as_str().unwrap_or("").to_string(),
+                v["msg"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_drained_stop_logs_no_warning_and_a_refused_endpoint_one() {
+    let scratch = Scratch::new("levels");
+    // 404 while busy (three polls), then ready.
+    let server = Server::start(|_, n| {
+        if n < 3 {
+            support::server::Reply::Send(404, "text/plain", "busy".into())
+        } else {
+            json(200, r#"{"readyForTermination":true}"#)
+        }
+    });
+    let mut d = drainit([
+        "--log-format",
+        "json",
+        "--drain-url",
+        &server.url("/drain"),
+        "--drain-interval",
+        "100ms",
+        "--ready-grace",
+        "100ms",
+        "--grace",
+        "20s",
+    ])
+    .with_args(sh(
+        &scratch,
+        "trap '' TERM; touch \"$D/ready\"; while :; do sleep 0.05; done",
+    ))
+    .start();
+    scratch.wait_file("ready");
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_code(), 0, "{}", d.stderr());
+    let lines = levels(&d.stderr());
+    assert!(lines.len() >= 4, "{lines:?}");
+    let bad: Vec<_> = lines
+        .iter()
+        .filter(|(level, _)| level == "warn" || level == "error")
+        .collect();
+    assert!(bad.is_empty(), "a healthy drained stop: {bad:?}");
+    assert!(
+        lines
+            .iter()
+            .any(|(_, m)| m.contains("drained; releasing the app")),
+        "{lines:?}"
+    );
+    assert!(
+        !lines.iter().any(|(_, m)| m.contains("SIGKILL")),
+        "{lines:?}"
+    );
+
+    // An endpoint that refuses: one warning, however many polls.
+    let scratch = Scratch::new("levels-refused");
+    let mut d = drainit([
+        "--log-format",
+        "json",
+        "--drain-url",
+        &refusing_url(),
+        "--drain-interval",
+        "100ms",
+        "--grace",
+        "2s",
+    ])
+    .with_args(sh(
+        &scratch,
+        "trap '' TERM; touch \"$D/ready\"; while :; do sleep 0.05; done",
+    ))
+    .start();
+    scratch.wait_file("ready");
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_code(), 124, "{}", d.stderr());
+    let warnings: Vec<_> = levels(&d.stderr())
+        .into_iter()
+        .filter(|(level, m)| level == "warn" && m.contains("drain source"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+}
+
+/// A copy of drainit under another init's name, in the scratch dir.
+fn named(scratch: &Scratch, name: &str) -> String {
+    let path = scratch.file(name);
+    std::os::unix::fs::symlink(DRAINIT, &path).unwrap();
+    path_str(&path).to_string()
+}
+
+#[test]
+fn called_dumb_init_it_signals_the_group_unless_setsid_is_0() {
+    for (setsid, group) in [
+        (None, true),
+        (Some(""), true),
+        (Some("1"), true),
+        (Some("0"), false),
+    ] {
+        let scratch = Scratch::new("as-dumb-init");
+        let mut launch = drainit(Vec::<String>::new())
+            .binary(&named(&scratch, "dumb-init"))
+            .with_args(sh(&scratch, GROUP_CHILD));
+        if let Some(v) = setsid {
+            launch = launch.env("DUMB_INIT_SETSID", v);
+        }
+        let reached = usr1_reached_the_grandchild(launch.start(), &scratch);
+        assert_eq!(reached, group, "DUMB_INIT_SETSID={setsid:?}");
+    }
+    // Under its own name, drainit signals the child alone.
+    let scratch = Scratch::new("as-drainit");
+    let d = drainit(Vec::<String>::new())
+        .with_args(sh(&scratch, GROUP_CHILD))
+        .start();
+    assert!(!usr1_reached_the_grandchild(d, &scratch));
+}
+
+#[test]
+fn usage_errors_exit_as_the_named_init_would() {
+    let scratch = Scratch::new("names");
+    for (name, code) in [
+        ("tini", 1),
+        ("dumb-init", 1),
+        ("docker-init", 2),
+        ("drainit", 2),
+    ] {
+        let binary = named(&scratch, name);
+        let out = std::process::Command::new(&binary)
+            .args(["-z", "true"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(code), "{name}: {out:?}");
+    }
+    // dumb-init prints its version on stderr.
+    let dumb = scratch.file("dumb-init");
+    let out = std::process::Command::new(&dumb)
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert!(out.stdout.is_empty(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("drainit"),
+        "{out:?}"
+    );
+}
