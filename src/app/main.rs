@@ -71,11 +71,6 @@ pub fn main() -> ExitCode {
             Notice::Warn(text) => log::warn!("{text}"),
         }
     }
-    // From now on stderr is the log writer's: no line waits on it, here
-    // or in the loop.
-    if let Err(e) = logwriter::start() {
-        log::error!("cannot start the log writer: {e}; log lines are written directly");
-    }
     let policy = ExitPolicy {
         remap_to_zero: config.remap_exit.clone(),
         deadline_code: config.deadline_exit_code,

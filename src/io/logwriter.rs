@@ -42,8 +42,13 @@ fn lock(queue: &Queue) -> MutexGuard<'_, State> {
     queue.state.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Starts the writer thread: from now on `write` never blocks on stderr.
+/// Starts the writer thread, once the child runs (a thread started before
+/// would change what the child inherits: glibc sets up signal 33 at its
+/// first thread). `write` never blocks on stderr, before or after.
 pub fn start() -> std::io::Result<()> {
+    if started() {
+        return Ok(());
+    }
     let queue = QUEUE.get_or_init(Queue::default);
     crate::io::threads::spawn_thread(
         "drainit-log",
@@ -76,13 +81,11 @@ pub fn started() -> bool {
     STARTED.load(Ordering::Acquire)
 }
 
-/// Writes one whole line: queued once the writer runs (dropped and counted
-/// when the queue is full: false), written at once before that.
+/// Queues one whole line (dropped and counted when the queue is full:
+/// false). Lines logged before the writer starts wait for it: nothing
+/// before the child's start may block on stderr either.
 pub fn write(line: Vec<u8>) -> bool {
-    let Some(queue) = QUEUE.get().filter(|_| started()) else {
-        let _ = std::io::stderr().lock().write_all(&line);
-        return true;
-    };
+    let queue = QUEUE.get_or_init(Queue::default);
     let mut state = lock(queue);
     if state.lines.len() >= MAX_LINES || state.bytes + line.len() > MAX_BYTES {
         drop(state);
@@ -112,12 +115,25 @@ pub fn lost_total() -> u64 {
     LOST_TOTAL.load(Ordering::Relaxed)
 }
 
-/// Waits at most `limit` for the writer to write everything queued; false
-/// when stderr did not take it in time (the last lines may be lost).
+/// Waits at most `limit` for the writer to write everything queued (it is
+/// started now if it never was); false when stderr did not take it in time
+/// (the last lines may be lost).
 pub fn flush(limit: Duration) -> bool {
-    let Some(queue) = QUEUE.get().filter(|_| started()) else {
+    let Some(queue) = QUEUE.get() else {
         return true;
     };
+    if !started() && start().is_err() {
+        // No thread: the last lines are written here, as they would have
+        // been before the queue existed.
+        let mut state = lock(queue);
+        let lines: Vec<Vec<u8>> = state.lines.drain(..).collect();
+        state.bytes = 0;
+        drop(state);
+        for line in lines {
+            let _ = std::io::stderr().lock().write_all(&line);
+        }
+        return true;
+    }
     let until = Instant::now() + limit;
     let mut state = lock(queue);
     while !state.lines.is_empty() || state.writing {

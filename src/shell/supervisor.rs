@@ -63,6 +63,11 @@ pub fn run(
         }
     };
     debug!("started {:?} as pid {pid}", config.program);
+    // Lines logged so far waited in the queue; from now on the writer
+    // thread owns stderr, and no line waits on it here.
+    if let Err(e) = crate::io::logwriter::start() {
+        error!("cannot start the log writer: {e}; lines wait for drainit's exit");
+    }
     let urls = config.drain_urls.iter().cloned();
     crate::io::http::check_hosts(
         urls.chain(config.stop_hooks.iter().map(|t| t.url.clone()))
