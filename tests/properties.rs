@@ -4,7 +4,7 @@
 //! random bytes, random words from their own alphabet and mutations of the
 //! documented examples. None may panic, and each result keeps its invariants.
 
-use drainit::app::config::parse_duration;
+use drainit::app::values::parse_duration;
 use drainit::proto::drain_body::{evaluate, is_json};
 use drainit::proto::ecs_body::{parse_container, parse_protection_answer, parse_task};
 use drainit::proto::http::{parse_url, Failure, Kind, Response};

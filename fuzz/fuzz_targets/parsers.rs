@@ -1,7 +1,7 @@
 //! Fuzz target: the command-line value parsers (durations, signals, URLs).
 #![no_main]
 
-use drainit::app::config::parse_duration;
+use drainit::app::values::parse_duration;
 use drainit::proto::http::parse_url;
 use drainit::util::signame::{parse_signal, signal_name};
 use libfuzzer_sys::fuzz_target;

@@ -5,3 +5,4 @@ pub mod config;
 pub mod logging;
 pub mod main;
 pub mod options;
+pub mod values;

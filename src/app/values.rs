@@ -1,0 +1,199 @@
+//! Each option's value, from the text typed (or set in its variable) to
+//! the typed value, or the reason it is refused: one parser per kind of
+//! value, the same for a flag, its variable and its declared default.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::core::settings::LogFormat;
+use crate::io::signals;
+use crate::proto::drain_body as drain;
+use crate::proto::http;
+
+pub fn parse_bool(text: &str) -> Result<bool, String> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" => Ok(false),
+        _ => Err("expected 1/true/yes/on or 0/false/no/off".into()),
+    }
+}
+
+/// Parses `500ms`, `20s`, `2m` or a bare number of seconds (`20`, `0.5`).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    const HINT: &str = "expected a duration such as 500ms, 20s, 2m or a number of seconds";
+    let t = text.trim();
+    let (number, scale_ms) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1_000.0)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60_000.0)
+    } else {
+        (t, 1_000.0)
+    };
+    let well_formed = !number.is_empty()
+        && number.bytes().all(|b| b.is_ascii_digit() || b == b'.')
+        && number.bytes().filter(|&b| b == b'.').count() <= 1
+        && number.bytes().any(|b| b.is_ascii_digit());
+    if !well_formed {
+        return Err(HINT.into());
+    }
+    let value: f64 = number.parse().map_err(|_| HINT.to_string())?;
+    let ms = value * scale_ms;
+    // A year is far beyond any platform's stop timeout; anything longer is a typo.
+    if !ms.is_finite() || ms > 365.0 * 24.0 * 3_600_000.0 {
+        return Err("duration is too long".into());
+    }
+    Ok(Duration::from_micros((ms * 1_000.0).round() as u64))
+}
+
+pub fn parse_exit_code(text: &str) -> Result<u8, String> {
+    let t = text.trim();
+    if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
+        return Err("expected an exit code 0-255".into());
+    }
+    t.parse::<u8>()
+        .map_err(|_| "expected an exit code 0-255".into())
+}
+
+/// `FROM:TO` as dumb-init reads it; TO may be 0 to drop the signal.
+pub fn parse_rewrite(text: &str) -> Result<(i32, i32), String> {
+    let (from, to) = text
+        .split_once(':')
+        .ok_or_else(|| "expected FROM:TO, e.g. TERM:QUIT or 15:0".to_string())?;
+    let from = signals::parse_signal(from)?;
+    if !signals::is_forwardable(from) {
+        return Err(format!(
+            "{} is never forwarded, so it cannot be rewritten",
+            signals::signal_name(from)
+        ));
+    }
+    let to = if to.trim() == "0" {
+        0
+    } else {
+        signals::parse_signal(to)?
+    };
+    Ok((from, to))
+}
+
+/// `--grace`: a duration, or `0`/`none` for "never escalate".
+pub fn parse_grace(text: &str) -> Result<Option<Duration>, String> {
+    if text.trim().eq_ignore_ascii_case("none") {
+        return Ok(None);
+    }
+    let d = parse_duration(text).map_err(|e| format!("{e}, or none"))?;
+    Ok((!d.is_zero()).then_some(d))
+}
+
+/// A poll period: a duration that is not zero.
+pub fn parse_interval(text: &str) -> Result<Duration, String> {
+    let d = parse_duration(text)?;
+    if d < Duration::from_millis(1) {
+        return Err("an interval must be at least 1ms".into());
+    }
+    Ok(d)
+}
+
+/// `TERM,INT`: signals that can be received and forwarded.
+pub fn parse_signal_list(text: &str) -> Result<Vec<i32>, String> {
+    text.split(',')
+        .map(|name| {
+            let signo = signals::parse_signal(name)?;
+            if signals::is_forwardable(signo) {
+                Ok(signo)
+            } else {
+                Err(format!(
+                    "{} cannot be a stop signal",
+                    signals::signal_name(signo)
+                ))
+            }
+        })
+        .collect()
+}
+
+pub fn parse_url(text: &str) -> Result<String, String> {
+    http::validate_url(text.trim())?;
+    Ok(text.trim().to_string())
+}
+
+pub fn parse_method(text: &str) -> Result<String, String> {
+    let t = text.trim();
+    if t.is_empty() || !t.bytes().all(|b| b.is_ascii_alphabetic()) {
+        return Err("expected an HTTP method such as POST, PUT or GET".into());
+    }
+    Ok(t.to_ascii_uppercase())
+}
+
+pub fn parse_pointer(text: &str) -> Result<String, String> {
+    drain::validate_pointer(text)?;
+    Ok(text.to_string())
+}
+
+pub fn parse_log_format(text: &str) -> Result<LogFormat, String> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "text" => Ok(LogFormat::Text),
+        "json" => Ok(LogFormat::Json),
+        _ => Err("expected text or json".into()),
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EcsMode {
+    Auto,
+    On,
+    Off,
+}
+
+pub fn parse_ecs_mode(text: &str) -> Result<EcsMode, String> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "auto" => Ok(EcsMode::Auto),
+        "on" => Ok(EcsMode::On),
+        "off" => Ok(EcsMode::Off),
+        _ => Err("expected auto, on or off".into()),
+    }
+}
+
+/// The agent rate-limits every container of an instance together, so
+/// metadata polls are never more frequent than once a second.
+pub fn parse_ecs_interval(text: &str) -> Result<Duration, String> {
+    let d = parse_duration(text)?;
+    if d < Duration::from_secs(1) {
+        return Err("the ECS agent is rate-limited: at least 1s".into());
+    }
+    Ok(d)
+}
+
+pub fn parse_protect_minutes(text: &str) -> Result<u32, String> {
+    let t = text.trim();
+    match t.parse::<u32>() {
+        Ok(n) if (1..=2880).contains(&n) && t.bytes().all(|b| b.is_ascii_digit()) => Ok(n),
+        _ => Err("expected whole minutes, 1-2880".into()),
+    }
+}
+
+/// `--notify-socket`: absolute, so it means the same for drainit and the app.
+pub fn parse_socket_path(text: &str) -> Result<PathBuf, String> {
+    if !text.starts_with('/') {
+        return Err("expected an absolute path".into());
+    }
+    Ok(PathBuf::from(text))
+}
+
+pub fn parse_path(text: &str) -> Result<PathBuf, String> {
+    Ok(PathBuf::from(text))
+}
+
+pub fn parse_drain_file(text: &str) -> Result<PathBuf, String> {
+    if text.trim().is_empty() {
+        return Err("expected a file path".into());
+    }
+    Ok(PathBuf::from(text.trim()))
+}
+
+pub fn parse_verbosity(text: &str) -> Result<u8, String> {
+    let t = text.trim();
+    match t.parse::<u8>() {
+        Ok(n) if t.bytes().all(|b| b.is_ascii_digit()) => Ok(n.min(4)),
+        _ => Err("expected a verbosity level 0-4".into()),
+    }
+}
