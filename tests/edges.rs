@@ -545,6 +545,35 @@ fn a_panic_of_the_core_once_leaves_the_stop_to_the_fallback_core() {
 }
 
 #[test]
+fn a_panic_in_the_last_resort_restarts_it() {
+    // The core fails on HUP twice (the first core and the fallback's): the
+    // last resort delivers HUP; its own panic on USR1 restarts it, and it
+    // still reaps and ends with the child's status.
+    let scratch = Scratch::new("last-resort-panic");
+    let mut d = drainit(["--grace", "30s"])
+        .binary(&built(Build::StaticFaults))
+        .env("DRAINIT_TEST_FAULT", "core,last_resort")
+        .with_args(sh(
+            &scratch,
+            "trap 'touch \"$D/hup\"' HUP; touch \"$D/ready\"; \
+             while [ ! -e \"$D/go\" ]; do sleep 0.05; done; exit 7",
+        ))
+        .start();
+    scratch.wait_file("ready");
+    d.signal(libc::SIGHUP);
+    scratch.wait_file("hup");
+    d.signal(libc::SIGUSR1);
+    wait_for("the last resort's panic", PATIENCE, || {
+        d.stderr()
+            .contains("fault injected at last_resort")
+            .then_some(())
+    });
+    std::fs::write(scratch.file("go"), "").unwrap();
+    let status = d.wait_status(PATIENCE);
+    assert_eq!(status.code(), Some(7), "{}", d.stderr());
+}
+
+#[test]
 fn a_panic_inside_the_fallback_restarts_it() {
     let scratch = Scratch::new("fallback-panic");
     let mut d = drainit(["--grace", "30s"])

@@ -89,6 +89,22 @@ fn stderr_nonblocking(pid: i32) -> bool {
     flags & i64::from(libc::O_NONBLOCK) != 0
 }
 
+/// When the process `pid` (a child of drainit) was gone (reaped or a
+/// zombie), counted from `since`.
+fn app_gone(pid: i32, since: Instant) -> Duration {
+    wait_for("the app to end", PATIENCE, || {
+        matches!(proc_state(pid), None | Some('Z')).then(|| since.elapsed())
+    })
+}
+
+/// The deadline's SIGKILL at 3 s: not before, and not much after.
+fn assert_deadline(build: Build, killed: Duration) {
+    assert!(
+        killed >= Duration::from_millis(2_950) && killed < Duration::from_millis(3_500),
+        "{build:?}: SIGKILL after {killed:?}, the deadline is 3 s"
+    );
+}
+
 fn app(scratch: &Scratch, script: &str) -> Vec<String> {
     sh(scratch, script)
 }
@@ -106,10 +122,10 @@ fn a_full_unread_stderr_holds_neither_the_stop_signal_nor_the_deadline() {
             "trap 'touch \"$D/term\"' TERM; touch \"$D/ready\"; \
              while :; do echo app-line >&2 & sleep 0.05; done",
         );
-        let script: Vec<&str> = script.iter().map(String::as_str).collect();
-        args.extend(&script);
+        args.extend(script.iter().map(String::as_str));
         let (mut child, pid) = launch(build, &args, &write);
         scratch.wait_file("ready");
+        let app = wait_for("the app", PATIENCE, || children_of(pid).first().copied());
         let sent = Instant::now();
         // SAFETY: kill to the test's own drainit.
         unsafe { libc::kill(pid, libc::SIGTERM) };
@@ -119,18 +135,17 @@ fn a_full_unread_stderr_holds_neither_the_stop_signal_nor_the_deadline() {
             !stderr_nonblocking(pid),
             "{build:?}: drainit's fd 2 flags changed"
         );
+        let killed = app_gone(app, sent);
         let code = wait_exit(&mut child, PATIENCE);
-        let killed = sent.elapsed();
-        eprintln!("{build:?}: TERM reached the app after {reached:?}, exit after {killed:?}");
+        eprintln!("{build:?}: TERM reached the app after {reached:?}, SIGKILL after {killed:?}");
         assert_eq!(code, Some(124), "{build:?}");
+        // Blocked, drainit sent nothing for 6-8 s; these margins hold on a
+        // loaded machine (bench/never_waits.py measures the figures).
         assert!(
-            reached < Duration::from_secs(1),
+            reached < Duration::from_millis(500),
             "{build:?}: TERM after {reached:?}"
         );
-        assert!(
-            killed >= Duration::from_millis(2_950) && killed < Duration::from_millis(4_500),
-            "{build:?}: killed after {killed:?}"
-        );
+        assert_deadline(build, killed);
     }
 }
 
@@ -140,7 +155,7 @@ fn a_slow_stderr_reader_does_not_move_the_deadline() {
     for build in BUILDS {
         let scratch = Scratch::new("stderr-slow");
         let (read, write) = full_pipe();
-        let reader = std::thread::spawn(move || {
+        let _reader = std::thread::spawn(move || {
             let mut file = File::from(read);
             let mut buf = [0u8; 512];
             while file.read(&mut buf).is_ok_and(|n| n > 0) {
@@ -156,19 +171,15 @@ fn a_slow_stderr_reader_does_not_move_the_deadline() {
         let (mut child, pid) = launch(build, &args, &write);
         drop(write);
         scratch.wait_file("ready");
+        let app = wait_for("the app", PATIENCE, || children_of(pid).first().copied());
         let sent = Instant::now();
         // SAFETY: kill to the test's own drainit.
         unsafe { libc::kill(pid, libc::SIGTERM) };
         scratch.wait_file("term");
+        let killed = app_gone(app, sent);
         let code = wait_exit(&mut child, PATIENCE);
-        let killed = sent.elapsed();
         assert_eq!(code, Some(124), "{build:?}");
-        assert!(
-            killed >= Duration::from_millis(2_950) && killed < Duration::from_millis(4_500),
-            "{build:?}: killed after {killed:?}"
-        );
-        drop(child);
-        let _ = reader;
+        assert_deadline(build, killed);
     }
 }
 
@@ -187,21 +198,23 @@ fn the_app_exiting_while_stderr_is_blocked_ends_drainit_with_its_code() {
         args.extend(script.iter().map(String::as_str));
         let (mut child, pid) = launch(build, &args, &write);
         scratch.wait_file("ready");
-        let app_pid = wait_for("the app", PATIENCE, || children_of(pid).first().copied());
+        let app = wait_for("the app", PATIENCE, || children_of(pid).first().copied());
         assert!(
-            !stderr_nonblocking(app_pid),
+            !stderr_nonblocking(app),
             "{build:?}: the app's fd 2 is non-blocking"
         );
         let sent = Instant::now();
         // SAFETY: kill to the test's own drainit.
         unsafe { libc::kill(pid, libc::SIGTERM) };
+        let gone = app_gone(app, sent);
         let code = wait_exit(&mut child, PATIENCE);
-        let took = sent.elapsed();
-        eprintln!("{build:?}: exit {code:?} after {took:?}");
+        let took = sent.elapsed().saturating_sub(gone);
+        eprintln!("{build:?}: exit {code:?} {took:?} after the app");
         assert_eq!(code, Some(7), "{build:?}");
+        // 100 ms for the log writer, then the exit whatever stderr does.
         assert!(
-            took < Duration::from_secs(3),
-            "{build:?}: exit after {took:?}"
+            took < Duration::from_secs(1),
+            "{build:?}: exit {took:?} after the app"
         );
     }
 }
@@ -315,29 +328,32 @@ fn sixty_four_silent_sources_cost_ten_threads_and_keep_the_deadline() {
         ));
         let mut d = drainit(&args).binary(&built(build)).start();
         scratch.wait_file("ready");
+        let app = wait_for("the app", PATIENCE, || {
+            children_of(d.pid()).first().copied()
+        });
         let idle = status_kib(d.pid(), "VmHWM");
         let sent = Instant::now();
         d.signal(libc::SIGTERM);
-        let mut most = 0;
-        while d.try_code().is_none() && sent.elapsed() < PATIENCE {
+        // Sampled while the app runs: drainit is still there to be read.
+        let (mut most, mut peak) = (0, 0);
+        while !matches!(proc_state(app), None | Some('Z')) && sent.elapsed() < PATIENCE {
             most = most.max(status_kib(d.pid(), "Threads"));
-            std::thread::sleep(Duration::from_millis(5));
+            peak = peak.max(status_kib(d.pid(), "VmHWM"));
+            std::thread::sleep(Duration::from_millis(2));
         }
-        let peak = std::fs::read_to_string(format!("/proc/{}/status", d.pid()))
-            .map(|_| status_kib(d.pid(), "VmHWM"))
-            .unwrap_or(0);
+        let killed = sent.elapsed();
         let status = d.wait_status(PATIENCE);
-        let took = sent.elapsed();
-        eprintln!("{build:?}: {most} threads at most, VmHWM idle {idle} KiB peak {peak} KiB, exit after {took:?}");
+        eprintln!(
+            "{build:?}: {most} threads at most, VmHWM idle {idle} KiB peak {peak} KiB, SIGKILL after {killed:?}"
+        );
         assert_eq!(status.code(), Some(124), "{build:?}: {}", d.stderr());
         assert!((3..=10).contains(&most), "{build:?}: {most} threads");
+        assert_deadline(build, killed);
         assert!(
-            took >= Duration::from_millis(2_950) && took < Duration::from_millis(4_500),
-            "{build:?}: exit after {took:?}"
+            idle > 0 && peak >= idle,
+            "{build:?}: VmHWM not read ({idle}, {peak})"
         );
-        if peak > 0 {
-            assert!(peak <= idle + 2048, "{build:?}: VmHWM {idle} -> {peak} KiB");
-        }
+        assert!(peak <= idle + 2048, "{build:?}: VmHWM {idle} -> {peak} KiB");
     }
 }
 
@@ -345,9 +361,15 @@ fn sixty_four_silent_sources_cost_ten_threads_and_keep_the_deadline() {
 /// lines of "holding", not thousands.
 #[test]
 fn a_flood_of_stop_signals_during_the_delay_logs_a_few_lines() {
+    for build in BUILDS {
+        flood_of_stop_signals(build);
+    }
+}
+
+fn flood_of_stop_signals(build: Build) {
     let scratch = Scratch::new("held-flood");
     let mut d = drainit(["-v", "--pre-stop-delay", "2s", "--grace", "10s"])
-        .binary(&built(Build::Static))
+        .binary(&built(build))
         .with_args(sh(
             &scratch,
             "trap 'exit 0' TERM; touch \"$D/ready\"; while :; do sleep 0.05; done",

@@ -514,7 +514,10 @@ fn a_socket_that_cannot_be_bound_is_exit_125_before_the_child() {
     .run();
     assert_eq!(code, 125, "{stderr}");
     // One error (besides the start's note on the default grace).
-    let errors: Vec<_> = stderr.lines().filter(|l| !l.contains("by default")).collect();
+    let errors: Vec<_> = stderr
+        .lines()
+        .filter(|l| !l.contains("by default"))
+        .collect();
     assert_eq!(errors.len(), 1, "{stderr}");
     assert!(errors[0].contains("notify socket"), "{stderr}");
     assert!(!marker.exists());

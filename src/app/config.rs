@@ -525,6 +525,8 @@ impl Config {
         // that is not a usable http:// URL is a warning and ECS stays off.
         let usable = match metadata_var {
             None => None,
+            // Off: the variable is not read at all (nor judged).
+            Some(_) if mode == EcsMode::Off => None,
             Some(setting) => match parse_url(&setting.text) {
                 Ok(url) => Some(url),
                 Err(e) if mode == EcsMode::On => {

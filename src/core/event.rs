@@ -15,18 +15,27 @@ use crate::proto::http::{Failure, Response, Target};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Token(pub u32);
 
-/// What the notify reader saw in one accepted datagram, parsed; the core
-/// decides what it means for the stop.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What the notify reader hands over: the messages it read since its last
+/// note, parsed and counted. It hands a note over at once when one carries
+/// something for the stop (the readiness word, an extension, the first
+/// READY=1), and otherwise only with the next such note or at the exit's
+/// flush, so an app that sends a flood of STATUS costs no wake-ups. The
+/// core decides what a note means for the stop.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Note {
-    /// When the reader received it.
-    pub at: Instant,
-    pub ready: bool,
-    pub stopping: bool,
+    /// When the last of its messages was received.
+    pub at: Option<Instant>,
+    /// Accepted datagrams it stands for, and those refused (their sender)
+    /// or dropped (too long).
+    pub received: u64,
+    pub refused: u64,
+    pub dropped: u64,
+    /// When the app first said `READY=1`, if it did in these messages.
+    pub ready_at: Option<Instant>,
     /// `X_DRAINIT_READY_FOR_TERMINATION=1`.
     pub drained: bool,
     pub extend: Option<Duration>,
-    /// `STATUS=` text, already cut to `notify_msg::STATUS_MAX` bytes.
+    /// The latest `STATUS=` text, already cut to `notify_msg::STATUS_MAX`.
     pub status: Option<Vec<u8>>,
 }
 
@@ -38,18 +47,11 @@ pub enum Input {
     /// The main child ended.
     ChildExited(Ended),
     /// A command the core started ended.
-    RunEnded {
-        token: Token,
-        ended: Ended,
-    },
+    RunEnded { token: Token, ended: Ended },
     /// A command could not be started.
-    RunFailed {
-        token: Token,
-    },
+    RunFailed { token: Token },
     /// Any other process was reaped (an orphan re-parented to drainit).
-    OrphanReaped {
-        pid: i32,
-    },
+    OrphanReaped { pid: i32 },
     /// The reaper found no child at all.
     NoneLeft,
     /// A request came back.
@@ -58,19 +60,13 @@ pub enum Input {
         result: Result<Response, Failure>,
     },
     /// A drain file was looked at.
-    File {
-        token: Token,
-        answer: Answer,
-    },
+    File { token: Token, answer: Answer },
     /// The escalation's SIGKILL reached neither the group nor the child.
     KillFailed,
     /// `TerminateOthers` found no other process to signal.
     OthersGone,
-    /// An accepted notify message.
+    /// Notify messages read since the last note.
     Notify(Note),
-    /// A notify message refused (its sender), or dropped (too long).
-    NotifyRefused,
-    NotifyDropped,
     /// The notify reader read everything sent before drainit's own flush
     /// marker (at exit, so the report counts the last messages).
     NotifyFlushed,

@@ -99,6 +99,8 @@ pub struct Machine<'a> {
     /// Each source's answer lines, at most one a second per source.
     pub(super) answers_said: Vec<Fold>,
     pub(super) notify: Option<NotifyState>,
+    /// The fallback's core: notify messages are only counted.
+    pub(super) fallback: bool,
 }
 
 /// The timeline's settings from the configuration.
@@ -125,7 +127,8 @@ fn probes(config: &Config) -> Vec<Probe> {
 }
 
 impl<'a> Machine<'a> {
-    /// The core of a run whose main child `pid` started at `now`.
+    /// The core of a run that began at `now` (its notify timings count
+    /// from then) and whose main child is `pid`.
     pub fn new(config: &'a Config, pid: i32, pid1: bool, now: Instant) -> Machine<'a> {
         let probes = probes(config);
         let mut timeline = Timeline::new(settings(config, !probes.is_empty()));
@@ -134,7 +137,9 @@ impl<'a> Machine<'a> {
         for probe in &probes {
             machine.board.add(probe.kind(), &probe.target());
         }
-        machine.answers_said = vec![Fold::default(); probes.len()];
+        // A source answers once a round: a few changes a second pass, a
+        // flapping source at a tiny interval is folded.
+        machine.answers_said = vec![Fold::with_burst(3); probes.len()];
         machine.probes = probes;
         machine.notify = config.notify.as_ref().map(|_| NotifyState::default());
         machine.start_ecs(now);
@@ -149,15 +154,10 @@ impl<'a> Machine<'a> {
         config: &'a Config,
         old: &mut Machine<'_>,
         signal_sent: bool,
+        child: Option<Ended>,
         now: Instant,
     ) -> Machine<'a> {
-        let mut settings = settings(config, false);
-        settings.hook = false;
-        settings.pre_stop_delay = Duration::ZERO;
-        settings.orphan_grace = Duration::ZERO;
-        let mut timeline = Timeline::new(settings);
-        timeline.set_grace_max(config.grace_max);
-        let mut machine = Machine::empty(config, old.pid, old.pid1, old.started, timeline);
+        let mut machine = Machine::minimal(config, old.pid, old.pid1, old.started);
         // The report's records move over; nothing asked by `old` is awaited.
         machine.summary = std::mem::take(&mut old.summary);
         machine.board = std::mem::take(&mut old.board);
@@ -167,12 +167,30 @@ impl<'a> Machine<'a> {
         machine.watch = old.watch.take();
         machine.notify = old.notify.take();
         machine.next_token = old.next_token;
-        if let Some(stop) = old.timeline.stop() {
+        if let Some(ended) = child {
+            // The child is gone: nothing may be sent to its pid any more.
+            machine.handle(now, Input::ChildExited(ended));
+        } else if let Some(stop) = old.timeline.stop() {
             let mut out = Vec::new();
             machine.timeline.resume(now, stop, signal_sent, &mut out);
             machine.perform_all(now, out, false);
             machine.sync_timeline();
         }
+        machine
+    }
+
+    /// A core with no sources, hooks, delay, ECS, notify reading or orphan
+    /// grace: the fallback's (and the one a panic while building the first
+    /// core leaves).
+    pub fn minimal(config: &'a Config, pid: i32, pid1: bool, started: Instant) -> Machine<'a> {
+        let mut settings = settings(config, false);
+        settings.hook = false;
+        settings.pre_stop_delay = Duration::ZERO;
+        settings.orphan_grace = Duration::ZERO;
+        let mut timeline = Timeline::new(settings);
+        timeline.set_grace_max(config.grace_max);
+        let mut machine = Machine::empty(config, pid, pid1, started, timeline);
+        machine.fallback = true;
         machine
     }
 
@@ -207,6 +225,7 @@ impl<'a> Machine<'a> {
             protection: None,
             protect_round: (Vec::new(), 0),
             queued: VecDeque::new(),
+            fallback: false,
             held: Fold::default(),
             answers_said: Vec::new(),
             notify: None,
@@ -256,13 +275,10 @@ impl<'a> Machine<'a> {
     /// Handles one input at `now`; the actions it leads to wait in
     /// `poll_action`.
     pub fn handle(&mut self, now: Instant, input: Input) {
-        // Once the run is over only the notify counters move: the report
-        // counts what the app sent just before it ended.
-        let notify = matches!(
-            input,
-            Input::Notify(_) | Input::NotifyRefused | Input::NotifyDropped
-        );
-        if self.outcome.is_some() && !notify {
+        // Once the run is over only the report's counters move: what the
+        // app sent and the orphans reaped just before the end count.
+        let counts = matches!(input, Input::Notify(_) | Input::OrphanReaped { .. });
+        if self.outcome.is_some() && !counts {
             return;
         }
         match input {
@@ -291,8 +307,6 @@ impl<'a> Machine<'a> {
             Input::KillFailed => self.feed(now, Event::KillFailed { pid1: self.pid1 }),
             Input::OthersGone => self.feed(now, Event::OthersGone),
             Input::Notify(note) => self.on_note(now, note),
-            Input::NotifyRefused => self.count_notify(|n| n.refused += 1),
-            Input::NotifyDropped => self.count_notify(|n| n.dropped += 1),
             Input::NotifyFlushed | Input::Timeout => {}
         }
         self.on_time(now);
@@ -538,6 +552,9 @@ impl<'a> Machine<'a> {
             return;
         };
         match purpose {
+            Purpose::Hook(ticket) if !self.timeline.awaits(ticket) => {
+                debug!("ignoring a late answer: the stop moved on without it");
+            }
             Purpose::Hook(ticket) => {
                 match &result {
                     Ok(response) => info!("stop hook answered HTTP {}", response.status),

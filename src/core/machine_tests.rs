@@ -7,6 +7,7 @@ use crate::core::drain;
 use crate::core::event::Note;
 use crate::core::settings::Cmd;
 use crate::core::settings::{EcsConfig, LogFormat, NotifyConfig, ProtectConfig};
+use crate::proto::http::Target;
 use crate::proto::notify_msg::Access;
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -213,12 +214,10 @@ fn the_ready_word_drains_at_once_drops_the_round_and_kills_drain_commands() {
     let mut m = Machine::new(&config, CHILD, true, t(0));
     let word = |at| {
         Input::Notify(Note {
-            at,
-            ready: false,
-            stopping: false,
+            at: Some(at),
+            received: 1,
             drained: true,
-            extend: None,
-            status: None,
+            ..Note::default()
         })
     };
     // Before the stop signal went out, the word is ignored.
@@ -454,7 +453,7 @@ fn the_fallback_sends_a_held_stop_signal_and_keeps_the_deadline() {
         "held for the delay"
     );
     // The loop failed: a fresh core takes over at 2 s.
-    let mut m = Machine::fallback(&config, &mut old, false, t(2_000));
+    let mut m = Machine::fallback(&config, &mut old, false, None, t(2_000));
     assert_eq!(forwards(&actions(&mut m)), [(TERM, true)], "at once");
     assert_eq!(m.deadline(), Some(t(11_000)), "the old stop's deadline");
     assert_eq!(m.summary().stop_trigger, Some(Trigger::Signal(TERM)));
@@ -474,7 +473,7 @@ fn the_fallback_does_not_resend_a_stop_signal_and_starts_a_stop_of_its_own() {
     let mut old = Machine::new(&config, CHILD, true, t(0));
     old.handle(t(1_000), Input::Signal(TERM));
     actions(&mut old);
-    let mut m = Machine::fallback(&config, &mut old, true, t(1_500));
+    let mut m = Machine::fallback(&config, &mut old, true, None, t(1_500));
     assert!(actions(&mut m).is_empty());
     assert_eq!(m.deadline(), Some(t(11_000)));
     m.handle(t(1_600), Input::Signal(TERM));
@@ -485,7 +484,7 @@ fn the_fallback_does_not_resend_a_stop_signal_and_starts_a_stop_of_its_own() {
     );
     // With no stop before the panic, a stop signal begins one (--grace).
     let mut fresh = Machine::new(&config, CHILD, true, t(0));
-    let mut m = Machine::fallback(&config, &mut fresh, false, t(3_000));
+    let mut m = Machine::fallback(&config, &mut fresh, false, None, t(3_000));
     m.handle(t(3_000), Input::Signal(TERM));
     assert_eq!(forwards(&actions(&mut m)), [(TERM, true)]);
     assert_eq!(m.deadline(), Some(t(13_000)));
@@ -560,4 +559,100 @@ fn protection_polls_have_their_own_slots() {
     m.handle(t(100), Input::Signal(TERM));
     let round = sends(&actions(&mut m));
     assert_eq!(round.len(), drain::MAX_POLLS, "{round:?}");
+}
+
+#[test]
+fn once_the_child_is_gone_no_ecs_poll_keeps_the_loop_awake() {
+    let mut config = ecs_config(true);
+    config.orphan_grace = ms(15_000);
+    let mut m = Machine::new(&config, CHILD, true, t(0));
+    actions(&mut m);
+    m.handle(t(2_500), Input::ChildExited(Ended::Exited(0)));
+    actions(&mut m);
+    // Only the orphan grace remains: no poll is due in the past.
+    assert_eq!(m.poll_timeout(), Some(t(17_500)));
+    m.handle(t(6_000), Input::Timeout);
+    assert!(
+        sends(&actions(&mut m)).is_empty(),
+        "no ECS poll after the child"
+    );
+    assert_eq!(m.poll_timeout(), Some(t(17_500)));
+}
+
+#[test]
+fn the_fallback_sends_nothing_to_a_child_already_reaped() {
+    let mut config = config();
+    config.pre_stop_delay = ms(5_000);
+    let mut old = Machine::new(&config, CHILD, true, t(0));
+    old.handle(t(1_000), Input::Signal(TERM));
+    actions(&mut old);
+    let ended = Some(Ended::Exited(4));
+    let mut m = Machine::fallback(&config, &mut old, false, ended, t(20_000));
+    let after = actions(&mut m);
+    assert!(forwards(&after).is_empty(), "{after:?}");
+    assert!(!after.contains(&Action::KillChild), "{after:?}");
+    assert_eq!(m.outcome(), Some(Outcome::Exited(4)));
+}
+
+#[test]
+fn a_hook_answer_after_its_time_is_stale() {
+    let mut config = config();
+    config.stop_hooks = vec![Target {
+        method: "POST".into(),
+        url: "http://app/stop".into(),
+    }];
+    let mut m = Machine::new(&config, CHILD, true, t(0));
+    m.handle(t(0), Input::Signal(TERM));
+    let (hook, _) = sends(&actions(&mut m))[0].clone();
+    // The hook's time (1 s) runs out: the stop signal goes out without it.
+    m.handle(t(1_000), Input::Timeout);
+    assert_eq!(forwards(&actions(&mut m)), [(TERM, true)]);
+    let late = Err(Failure::new(crate::proto::http::Kind::Timeout, "timed out"));
+    m.handle(
+        t(1_100),
+        Input::Http {
+            token: hook,
+            result: late,
+        },
+    );
+    assert!(actions(&mut m).is_empty());
+}
+
+#[test]
+fn notes_count_what_the_reader_folded_and_the_fallback_only_counts() {
+    let mut config = config();
+    config.drain_urls = vec!["http://app/drain".into()];
+    config.notify = Some(NotifyConfig {
+        socket: None,
+        access: Access::All,
+    });
+    let mut old = Machine::new(&config, CHILD, true, t(0));
+    let note = Note {
+        at: Some(t(50)),
+        received: 500,
+        refused: 3,
+        dropped: 2,
+        ready_at: Some(t(40)),
+        status: Some(b"busy".to_vec()),
+        ..Note::default()
+    };
+    old.handle(t(50), Input::Notify(note));
+    old.handle(t(100), Input::Signal(TERM));
+    actions(&mut old);
+    let mut m = Machine::fallback(&config, &mut old, true, None, t(200));
+    let word = Note {
+        at: Some(t(300)),
+        received: 1,
+        drained: true,
+        ..Note::default()
+    };
+    m.handle(t(300), Input::Notify(word));
+    assert!(
+        actions(&mut m).is_empty(),
+        "the fallback's core only counts"
+    );
+    let n = m.summary().notify.unwrap();
+    assert_eq!((n.received, n.refused, n.dropped), (501, 3, 2));
+    assert_eq!(n.ready_ms, Some(40));
+    assert_eq!(n.status.as_deref(), Some("busy"));
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use log::{debug, info};
 
 use crate::core::event::Note;
-use crate::core::machine::{Machine, NotifyState};
+use crate::core::machine::Machine;
 use crate::core::outcome::NotifyReport;
 use crate::core::timeline::Event;
 use crate::proto::notify_msg::STATUS_MAX;
@@ -38,23 +38,20 @@ impl Machine<'_> {
         }
     }
 
-    pub(super) fn count_notify(&mut self, count: impl FnOnce(&mut NotifyState)) {
-        if let Some(n) = &mut self.notify {
-            count(n);
-        }
-    }
-
-    /// One accepted notify message: counted and kept for the report; the
+    /// Notify messages: counted and kept for the exit report; the
     /// readiness word and an extension go to the timeline, which decides
-    /// whether they count.
+    /// whether they count. The fallback's core only counts.
     pub(super) fn on_note(&mut self, now: Instant, note: Note) {
         let stopping = self.timeline.stop().is_some();
+        let counting_only = self.fallback || self.outcome().is_some();
         let Some(n) = &mut self.notify else {
             return;
         };
-        n.received += 1;
-        if note.ready && n.ready_after.is_none() {
-            let after = note.at.saturating_duration_since(self.started);
+        n.received += note.received;
+        n.refused += note.refused;
+        n.dropped += note.dropped;
+        if let (Some(at), None) = (note.ready_at, n.ready_after) {
+            let after = at.saturating_duration_since(self.started);
             n.ready_after = Some(after);
             info!("app is ready (READY=1), {} ms after start", millis(after));
         }
@@ -62,15 +59,19 @@ impl Machine<'_> {
             status.truncate(STATUS_MAX);
             n.status = Some(status);
         }
+        let at = note.at.unwrap_or(now);
+        if counting_only {
+            return;
+        }
         if let Some(by) = note.extend {
             if stopping {
-                self.feed(now, Event::Extend { at: note.at, by });
+                self.feed(now, Event::Extend { at, by });
             } else if !std::mem::replace(&mut n.said_extend_ignored, true) {
                 debug!("EXTEND_TIMEOUT_USEC outside a stop ignored (said once)");
             }
         }
         if note.drained {
-            self.feed_word(now, Event::NotifyReady { at: note.at });
+            self.feed_word(now, Event::NotifyReady { at });
         }
     }
 

@@ -367,7 +367,7 @@ impl Timeline {
                     if pid1 {
                         // As PID 1, exiting ends the namespace: the kernel
                         // kills what drainit could not. The deadline code
-                        // (SPEC), even after "ready": the app did not end.
+                        // (docs/design/contract.md), even after "ready": the app did not end.
                         self.finish(Outcome::Deadline, out);
                     } else {
                         self.phase = Phase::Killed {
@@ -620,7 +620,7 @@ impl Timeline {
         }
         let outcome = match (self.phase, ended) {
             // A kill that reached nothing: the child ended some other way,
-            // but the run still ends with the deadline code (SPEC).
+            // but the run still ends with the deadline code (docs/design/contract.md).
             (Phase::Killed { failed: true, .. }, _) => Outcome::Deadline,
             (Phase::Killed { reason, .. }, Ended::Signaled(libc::SIGKILL)) => reason.outcome(),
             // Otherwise the child's own status wins, even after "ready".
@@ -1163,7 +1163,7 @@ mod tests {
 
     #[test]
     fn kill_failed_after_ready_ends_with_the_deadline_code() {
-        // SPEC: a child drainit cannot kill ends the run with the deadline
+        // The contract: a child drainit cannot kill ends the run with the deadline
         // code, even after the app said ready.
         let mut tl = ready();
         tl.handle(t(2_100), Event::Tick);

@@ -46,6 +46,10 @@ impl Machine<'_> {
     /// The ECS pollers that are due; they work only while no stop began.
     pub(super) fn ecs_timers(&mut self, now: Instant) {
         if !self.timeline.is_running() {
+            // A stop began or the child is gone: no poll is due any more,
+            // and none may keep the loop awake.
+            self.timers.set(Timer::EcsPoll, None);
+            self.timers.set(Timer::ProtectPoll, None);
             return;
         }
         if self.timers.due(Timer::EcsPoll, now) {

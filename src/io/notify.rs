@@ -413,6 +413,9 @@ impl Reader {
             suppressed: 0,
         };
         let mut last = Status::default();
+        // Read but not handed over yet (see `core::event::Note`).
+        let mut pending = Note::default();
+        let mut ready_sent = false;
         let mut said_unknown = false;
         let mut said_stopping = false;
         let fd = self.socket.fd.as_raw_fd();
@@ -432,7 +435,7 @@ impl Reader {
             let now = Instant::now();
             let (len, pid) = match received {
                 Received::TooLong => {
-                    self.outbox.send(Input::NotifyDropped);
+                    pending.dropped += 1;
                     if let Some(note) = limit.allow(now) {
                         debug!("notify message over {MAX_DATAGRAM} bytes dropped{note}");
                     }
@@ -441,6 +444,11 @@ impl Reader {
                 Received::Datagram { len, pid } => (len, pid),
             };
             if pid == Some(std::process::id() as i32) && &buf[..len] == FLUSH {
+                // Everything read before the marker goes with it.
+                if pending != Note::default() {
+                    self.outbox
+                        .send(Input::Notify(std::mem::take(&mut pending)));
+                }
                 self.outbox.send(Input::NotifyFlushed);
                 continue;
             }
@@ -452,7 +460,7 @@ impl Reader {
                 _ => None,
             };
             if let Some(who) = refusal {
-                self.outbox.send(Input::NotifyRefused);
+                pending.refused += 1;
                 if let Some(note) = limit.allow(now) {
                     warn!("refused a notify message from {who}{note}");
                 }
@@ -460,14 +468,23 @@ impl Reader {
             }
             let m = parse(&buf[..len]);
             let status_changed = m.status.is_some_and(|s| last.set_status(s));
-            self.outbox.send(Input::Notify(Note {
-                at: now,
-                ready: m.ready,
-                stopping: m.stopping,
-                drained: m.drained,
-                extend: m.extend,
-                status: m.status.map(|s| s[..s.len().min(STATUS_MAX)].to_vec()),
-            }));
+            pending.received += 1;
+            pending.at = Some(now);
+            if let Some(status) = m.status {
+                pending.status = Some(status[..status.len().min(STATUS_MAX)].to_vec());
+            }
+            if m.ready && !ready_sent {
+                pending.ready_at.get_or_insert(now);
+            }
+            pending.drained |= m.drained;
+            pending.extend = m.extend.or(pending.extend);
+            // What the stop may wait for goes at once; counts and STATUS
+            // wait for it, or for the exit's flush.
+            if m.drained || m.extend.is_some() || (m.ready && !ready_sent) {
+                ready_sent |= pending.ready_at.is_some();
+                self.outbox
+                    .send(Input::Notify(std::mem::take(&mut pending)));
+            }
             if let Some(r) = &mut relay {
                 r.pass(&m, &mut relay_buf);
             }

@@ -66,7 +66,7 @@ fn not_ready(kind: &str, message: String, summary: String) -> Reading {
     }
 }
 
-/// The readiness rules of SPEC §4 for one poll.
+/// The readiness rules of one poll (docs/design/contract.md, "Drain sources").
 pub fn evaluate(result: &Result<Response, Failure>, pointer: &str) -> Reading {
     let response = match result {
         Ok(response) => response,

@@ -30,6 +30,8 @@ pub struct Shell {
     pub deadline: Option<Instant>,
     /// What began the stop, when only the fallback's last resort knows.
     pub trigger: Option<Trigger>,
+    /// Orphans the last resort reaped.
+    pub orphans: u64,
     /// A signal drainit raised itself was already reported.
     own_signal_seen: bool,
     /// The debug line of each received signal, at most one a second.
@@ -48,16 +50,14 @@ pub fn drive(
     primary: bool,
 ) -> Outcome {
     loop {
-        while let Some(action) = machine.poll_action() {
-            exec.execute(action);
+        // What the core asked when it was built or just before, and the
+        // answers of what was performed (a failed kill, a file looked at).
+        perform(machine, exec, shell);
+        while let Some(input) = exec.answers.pop_front() {
+            step(machine, exec, shell, input);
         }
         if let Some(outcome) = machine.outcome() {
             return outcome;
-        }
-        if let Some(input) = exec.answers.pop_front() {
-            machine.handle(Instant::now(), input);
-            shell.deadline = machine.deadline();
-            continue;
         }
         let timeout = machine
             .poll_timeout()
@@ -71,17 +71,24 @@ pub fn drive(
         // SIGCHLD, maybe this one.
         while machine.outcome().is_none() {
             let Ok(input) = inbox.try_recv() else { break };
-            let notify = matches!(
-                input,
-                Input::Notify(_) | Input::NotifyRefused | Input::NotifyDropped
-            );
-            if primary || !notify {
-                machine.handle(Instant::now(), input);
-            }
+            step(machine, exec, shell, input);
         }
-        machine.handle(Instant::now(), Input::Timeout);
-        shell.deadline = machine.deadline();
+        step(machine, exec, shell, Input::Timeout);
     }
+}
+
+/// Hands the core one input and performs at once what it asks: a signal
+/// the core accepted is forwarded before anything else can fail.
+fn step(machine: &mut Machine<'_>, exec: &mut Executor<'_>, shell: &mut Shell, input: Input) {
+    machine.handle(Instant::now(), input);
+    perform(machine, exec, shell);
+}
+
+fn perform(machine: &mut Machine<'_>, exec: &mut Executor<'_>, shell: &mut Shell) {
+    while let Some(action) = machine.poll_action() {
+        exec.execute(action);
+    }
+    shell.deadline = machine.deadline();
 }
 
 fn on_signal(
@@ -118,7 +125,7 @@ fn on_signal(
             );
         }
     }
-    machine.handle(Instant::now(), Input::Signal(received.signo));
+    step(machine, exec, shell, Input::Signal(received.signo));
     shell.in_hand = None;
 }
 
@@ -133,9 +140,9 @@ fn reap(machine: &mut Machine<'_>, exec: &mut Executor<'_>, shell: &mut Shell) {
             // with it.
             shell.child_status = Some(ended);
         }
-        machine.handle(Instant::now(), input);
+        step(machine, exec, shell, input);
     }
     if reaped.none_left {
-        machine.handle(Instant::now(), Input::NoneLeft);
+        step(machine, exec, shell, Input::NoneLeft);
     }
 }

@@ -21,10 +21,11 @@ use crate::util::signame::signal_name;
 use crate::util::time::millis;
 
 /// The request threads, by lane: drain polls and protection polls as many
-/// as the core runs at once, one for the ECS metadata, and the hooks'.
+/// as the core runs at once, two for the ECS metadata (the container and
+/// the task requests of the start go out together), and the hooks'.
 static POLLS: Pool = Pool::new("drainit-poll", MAX_POLLS);
 static PROTECT: Pool = Pool::new("drainit-protect", MAX_POLLS);
-static ECS: Pool = Pool::new("drainit-ecs", 1);
+static ECS: Pool = Pool::new("drainit-ecs", 2);
 static HOOKS: Pool = Pool::new("drainit-hook", MAX_POLLS);
 
 pub struct Executor<'a> {

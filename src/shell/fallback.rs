@@ -45,10 +45,8 @@ pub fn run<'a>(
         let now = Instant::now();
         // The stop signal the fresh core sends now, if the app never got it.
         let resent = old.stop().filter(|_| !exec.stop_sent).map(|s| s.signal);
-        let machine = fresh.insert(Machine::fallback(config, old, exec.stop_sent, now));
-        if let Some(ended) = shell.child_status {
-            machine.handle(now, Input::ChildExited(ended));
-        }
+        let child = shell.child_status;
+        let machine = fresh.insert(Machine::fallback(config, old, exec.stop_sent, child, now));
         if let Some(r) = in_hand.filter(|r| r.from_outside() && resent != Some(r.signo)) {
             machine.handle(now, Input::Signal(r.signo));
         }
@@ -62,7 +60,7 @@ pub fn run<'a>(
             // the fresh core failed on it too; one the fresh core failed on
             // later is not tried a third time.
             let pending = in_hand.filter(|_| !in_hand_done);
-            let outcome = last_resort(config, exec, signals, shell, pending);
+            let outcome = last_resort(config, exec, signals, inbox, shell, pending);
             (outcome, fresh)
         }
     }
@@ -79,6 +77,7 @@ fn last_resort(
     config: &Config,
     exec: &mut Executor<'_>,
     signals: &Handled,
+    inbox: &Inbox,
     shell: &mut Shell,
     pending: Option<Received>,
 ) -> Outcome {
@@ -94,7 +93,7 @@ fn last_resort(
     }
     loop {
         let turns = catch_unwind(AssertUnwindSafe(|| {
-            turns(config, exec, signals, shell, &mut last)
+            turns(config, exec, signals, inbox, shell, &mut last)
         }));
         if let Ok(outcome) = turns {
             return outcome;
@@ -106,10 +105,14 @@ fn turns(
     config: &Config,
     exec: &mut Executor<'_>,
     signals: &Handled,
+    inbox: &Inbox,
     shell: &mut Shell,
     last: &mut Last,
 ) -> Outcome {
     loop {
+        // Nobody reads results now, but the notify reader must never wait
+        // for a full inbox (an app in a blocking sd_notify would).
+        while inbox.try_recv().is_ok() {}
         if let Some(ended) = shell.child_status {
             error!("main child ended ({ended:?}) after the event loop failed; exiting");
             return match (last.killed, ended) {
@@ -120,8 +123,10 @@ fn turns(
         }
         let reaped = reaper::reap_all();
         for (pid, ended) in reaped.ended {
-            if let Input::ChildExited(ended) = exec.reaped(pid, ended, true) {
-                shell.child_status = Some(ended);
+            match exec.reaped(pid, ended, shell.child_status.is_none()) {
+                Input::ChildExited(ended) => shell.child_status = Some(ended),
+                Input::OrphanReaped { .. } => shell.orphans += 1,
+                _ => {}
             }
         }
         if shell.child_status.is_some() {
@@ -156,8 +161,11 @@ fn turns(
         let Some(received) = signals.wait(timeout) else {
             continue;
         };
-        if received.signo != libc::SIGCHLD && received.from_outside() {
-            forward(config, exec, shell, last, received.signo);
+        if received.signo != libc::SIGCHLD {
+            crate::util::fault::point("last_resort");
+            if received.from_outside() {
+                forward(config, exec, shell, last, received.signo);
+            }
         }
     }
 }

@@ -26,6 +26,7 @@ pub fn run(
     signals: Handled,
     inherited: &'static Inherited,
 ) -> (Outcome, RunSummary) {
+    let started = Instant::now();
     // The notify socket exists before the child, which finds it in
     // NOTIFY_SOCKET; a socket that cannot be bound ends drainit here.
     let socket = match &config.notify {
@@ -90,7 +91,15 @@ pub fn run(
     let mut exec = Executor::new(config, pid, outbox);
     let mut shell = Shell::default();
     let pid1 = std::process::id() == 1;
-    let mut machine = Machine::new(config, pid, pid1, Instant::now());
+    // Built inside the guard too: should building the core fail, a
+    // minimal one (no sources, no ECS) keeps the child supervised.
+    let mut machine = catch_unwind(AssertUnwindSafe(|| {
+        Machine::new(config, pid, pid1, started)
+    }))
+    .unwrap_or_else(|_| {
+        error!("the event loop failed to start; only forwarding signals and reaping");
+        Machine::minimal(config, pid, pid1, started)
+    });
     // PID 1 must not die of its own bug: a panic in the loop (the release
     // profile unwinds) leaves the child to the fallback.
     let looped = catch_unwind(AssertUnwindSafe(|| {
@@ -113,7 +122,10 @@ pub fn run(
     if let Some(address) = &address {
         // What the app sent just before it ended still counts.
         if notify::send_flush(address) {
-            take_notify_until_flushed(core, &inbox, Duration::from_millis(200));
+            let wait = Duration::from_millis(200);
+            let _ = catch_unwind(AssertUnwindSafe(|| {
+                take_notify_until_flushed(core, &inbox, wait)
+            }));
         }
         if let Some(path) = config.notify.as_ref().and_then(|n| n.socket.as_ref()) {
             let _ = std::fs::remove_file(path);
@@ -127,6 +139,7 @@ pub fn run(
     // What only the shell saw (after a panic of the core).
     summary.child_status = summary.child_status.or(shell.child_status);
     summary.stop_trigger = summary.stop_trigger.or(shell.trigger);
+    summary.orphans_reaped += shell.orphans;
     (outcome, summary)
 }
 
@@ -136,9 +149,7 @@ fn take_notify_until_flushed(core: &mut Machine<'_>, inbox: &Inbox, wait: Durati
     while let Ok(input) = inbox.recv_timeout(until.saturating_duration_since(Instant::now())) {
         match input {
             Input::NotifyFlushed => return,
-            Input::Notify(_) | Input::NotifyRefused | Input::NotifyDropped => {
-                core.handle(Instant::now(), input)
-            }
+            Input::Notify(_) => core.handle(Instant::now(), input),
             _ => {}
         }
     }

@@ -37,27 +37,42 @@ pub fn first_time(seen: &mut Vec<String>, kind: &str) -> bool {
     true
 }
 
-/// At most one log line of a kind a second: the lines folded in between
-/// are counted and said by the next one (`note`). Takes `now` as a value,
-/// so the core can use it too.
+/// At most `burst` log lines of a kind a second (one by default): the
+/// lines folded in between are counted and said by the next one allowed.
+/// Takes `now` as a value, so the core can use it too.
 #[derive(Debug, Default, Clone)]
 pub struct Fold {
-    last: Option<Instant>,
+    /// The start of the current second, and the lines said in it.
+    window: Option<Instant>,
+    said: u32,
+    burst: u32,
     folded: u64,
 }
 
 impl Fold {
+    /// A fold that lets `burst` lines through each second.
+    pub fn with_burst(burst: u32) -> Fold {
+        Fold {
+            burst,
+            ..Fold::default()
+        }
+    }
+
     /// The note for a line allowed now (empty, or how many were folded);
     /// None when this one is folded.
     pub fn allow(&mut self, now: Instant) -> Option<String> {
-        if self
-            .last
-            .is_some_and(|t| now.saturating_duration_since(t) < Duration::from_secs(1))
-        {
+        let fresh = self.window.map_or(true, |t| {
+            now.saturating_duration_since(t) >= Duration::from_secs(1)
+        });
+        if fresh {
+            self.window = Some(now);
+            self.said = 0;
+        }
+        if self.said >= self.burst.max(1) {
             self.folded += 1;
             return None;
         }
-        self.last = Some(now);
+        self.said += 1;
         Some(match std::mem::take(&mut self.folded) {
             0 => String::new(),
             n => format!(" ({n} more like this folded)"),
@@ -98,5 +113,11 @@ mod tests {
         let note = fold.allow(t0 + Duration::from_secs(1)).unwrap();
         assert!(note.contains("500 more"), "{note}");
         assert_eq!(fold.allow(t0 + Duration::from_secs(2)).as_deref(), Some(""));
+        // A burst: three a second, then folded.
+        let mut fold = Fold::with_burst(3);
+        let said = (0..100)
+            .filter(|i| fold.allow(t0 + Duration::from_millis(*i)).is_some())
+            .count();
+        assert_eq!(said, 3);
     }
 }
