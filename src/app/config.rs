@@ -268,7 +268,9 @@ impl Config {
         Config::from_raw_as(raw, env, Name::Drainit)
     }
 
-    /// As `from_raw`, for drainit called by another init's name.
+    /// As `from_raw`, for drainit called by another init's name. Never
+    /// inlined: one copy, however many callers.
+    #[inline(never)]
     pub fn from_raw_as(
         mut raw: RawArgs,
         env: EnvLookup<'_>,

@@ -72,7 +72,7 @@ impl Machine<'_> {
                 let since = self.timeline.stop().map_or(now, |s| s.since);
                 self.push(Action::CheckFile { token, path, since });
             } else {
-                self.queued.push_back(purpose);
+                self.queued.push(purpose);
             }
         }
         self.pump(now);

@@ -93,7 +93,7 @@ pub struct Machine<'a> {
     /// The protection poll in flight: answers so far, answers still due.
     pub(super) protect_round: (Vec<Answer>, usize),
     /// Source polls waiting for one of the `MAX_POLLS` slots of their kind.
-    pub(super) queued: VecDeque<Purpose>,
+    pub(super) queued: Vec<Purpose>,
     /// Lines a flood could repeat, at most one a second each.
     held: Fold,
     /// Each source's answer lines, at most one a second per source.
@@ -224,7 +224,7 @@ impl<'a> Machine<'a> {
             watch: None,
             protection: None,
             protect_round: (Vec::new(), 0),
-            queued: VecDeque::new(),
+            queued: Vec::new(),
             fallback: false,
             held: Fold::default(),
             answers_said: Vec::new(),
