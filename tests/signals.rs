@@ -151,6 +151,38 @@ fn reserved_signals_survive_a_flood(flags: &[&str], fork_path: bool) {
     }
 }
 
+/// The moment the child runs, drainit's threads must already have blocked
+/// the C library's signals (a new thread is born with 33 unblocked): a
+/// flood of 32-34 sent as soon as the child is up never ends drainit.
+#[test]
+fn reserved_signals_at_the_first_moment_never_end_drainit() {
+    const ROUNDS: usize = 100;
+    for binary in builds() {
+        for flags in [&[][..], &["--notify"][..]] {
+            for _ in 0..6 {
+                let mut r = Receiver::start_with(&binary, false, flags, false);
+                for _ in 0..ROUNDS {
+                    for signo in [32, 33, 34] {
+                        r.drainit.signal(signo);
+                    }
+                }
+                for signo in [32, 33, 34] {
+                    wait_for(
+                        &format!("{ROUNDS} copies of {signo} ({binary} {flags:?})"),
+                        PATIENCE,
+                        || {
+                            (r.count(signo) >= ROUNDS || r.drainit.try_code().is_some())
+                                .then_some(())
+                        },
+                    );
+                }
+                assert!(r.drainit.try_code().is_none(), "{binary} {flags:?} ended");
+                r.finish();
+            }
+        }
+    }
+}
+
 #[test]
 fn reserved_signals_survive_a_flood_with_worker_threads() {
     reserved_signals_survive_a_flood(&["--notify"], false);

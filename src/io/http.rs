@@ -59,9 +59,9 @@ impl Drop for Lookup {
 /// The addresses to try, in order. IP literals and `localhost` never wait
 /// on a resolver (`localhost` is often served on ::1 only, so both).
 /// Checks, once at start, that each URL's host name resolves; a name that
-/// does not is one warning each (it may appear later: polls go on). Runs on
-/// a thread of its own, so the child's start never waits for a resolver;
-/// IP addresses and `localhost` need no thread at all.
+/// does not is one warning each (it may appear later: polls go on). Runs
+/// on a request thread, so the child's start never waits for a resolver;
+/// IP addresses and `localhost` need no lookup at all.
 pub fn check_hosts(urls: Vec<String>) {
     let mut names: Vec<(String, u16)> = urls
         .iter()
@@ -71,26 +71,14 @@ pub fn check_hosts(urls: Vec<String>) {
         .collect();
     names.sort();
     names.dedup_by(|a, b| a.0 == b.0);
-    if names.is_empty() {
-        return;
-    }
-    let spawned = crate::io::threads::spawn_thread(
-        "drainit-check",
-        128 * 1024,
-        Box::new(move || {
-            for (host, port) in names {
-                let deadline = Instant::now() + HOST_CHECK_TIMEOUT;
-                if let Err(failure) = addresses(&host, port, deadline) {
-                    log::warn!(
-                        "host {} of a drain or stop URL does not resolve now ({failure}); requests to it fail until it does",
-                        crate::util::text::escape(&host, 100)
-                    );
-                }
-            }
-        }),
-    );
-    if let Err(e) = spawned {
-        log::debug!("cannot check the URLs' host names: {e}");
+    for (host, port) in names {
+        let deadline = Instant::now() + HOST_CHECK_TIMEOUT;
+        if let Err(failure) = addresses(&host, port, deadline) {
+            log::warn!(
+                "host {} of a drain or stop URL does not resolve now ({failure}); requests to it fail until it does",
+                crate::util::text::escape(&host, 100)
+            );
+        }
     }
 }
 

@@ -42,9 +42,8 @@ fn lock(queue: &Queue) -> MutexGuard<'_, State> {
     queue.state.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Starts the writer thread, once the child runs (a thread started before
-/// would change what the child inherits: glibc sets up signal 33 at its
-/// first thread). `write` never blocks on stderr, before or after.
+/// Starts the writer thread (before the child: see `Pool::prestart`).
+/// `write` never blocks on stderr, before or after.
 pub fn start() -> std::io::Result<()> {
     if started() {
         return Ok(());

@@ -310,8 +310,9 @@ pub struct Reader {
     /// Where every accepted, refused or dropped message goes.
     pub outbox: Outbox,
     pub access: Access,
-    /// The main child, for `--notify-access main`.
-    pub child: i32,
+    /// The main child, for `--notify-access main` (0 until it runs: the
+    /// reader starts before it).
+    pub child: std::sync::Arc<std::sync::atomic::AtomicI32>,
     /// drainit's own `NOTIFY_SOCKET`, to relay to.
     pub outer: Option<OsString>,
 }
@@ -454,7 +455,9 @@ impl Reader {
             }
             let refusal = match (pid, self.access) {
                 (None | Some(0), _) => Some("a process outside drainit's PID namespace"),
-                (Some(p), Access::Main) if p != self.child => {
+                (Some(p), Access::Main)
+                    if p != self.child.load(std::sync::atomic::Ordering::Relaxed) =>
+                {
                     Some("a process other than the main child (--notify-access main)")
                 }
                 _ => None,

@@ -115,6 +115,9 @@ fn own_pid() -> i32 {
 pub struct Inherited {
     mask: libc::sigset_t,
     actions: [(i32, libc::sigaction); RESTORED_IN_CHILD.len()],
+    /// The C library's 32 and 33 came in at SIG_IGN: read before any
+    /// thread exists, since glibc's first thread puts a handler on 33.
+    reserved_ignored: [bool; 2],
 }
 
 static INHERITED: OnceLock<Inherited> = OnceLock::new();
@@ -217,8 +220,53 @@ pub fn capture_and_block() {
         let _ = INHERITED.set(Inherited {
             mask: old.assume_init(),
             actions,
+            reserved_ignored: [is_ignored(32), is_ignored(33)],
         });
     }
+}
+
+/// The signal's disposition is SIG_IGN, asked of the kernel directly: the
+/// C libraries' `sigaction` refuses their internal signals. The handler is
+/// the first field of the kernel's `struct sigaction` on Linux targets; the
+/// buffer is larger than the whole struct on any of them.
+pub fn is_ignored(signo: libc::c_int) -> bool {
+    let mut old = [0usize; 16];
+    // SAFETY: rt_sigaction with no new action only writes the old one into
+    // `old`, which is large enough; the size argument is the kernel's
+    // sigset size (8 bytes).
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigaction,
+            signo,
+            std::ptr::null::<u8>(),
+            old.as_mut_ptr(),
+            8usize,
+        )
+    };
+    rc == 0 && old[0] == libc::SIG_IGN
+}
+
+/// Sets SIG_IGN with the kernel's own call (the C libraries refuse their
+/// internal numbers); SIG_IGN needs no handler, so no restorer either.
+/// Async-signal-safe.
+fn ignore_raw(signo: libc::c_int) -> io::Result<()> {
+    let mut new = [0usize; 4];
+    new[0] = libc::SIG_IGN;
+    // SAFETY: rt_sigaction reads `new` (handler, flags 0, no restorer, an
+    // empty mask), which is larger than the kernel's struct.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigaction,
+            signo,
+            new.as_ptr(),
+            std::ptr::null_mut::<u8>(),
+            8usize,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 fn set_disposition(signo: i32, handler: libc::sighandler_t) -> io::Result<()> {
@@ -332,6 +380,15 @@ impl Inherited {
         }
     }
 
+    /// The C library's signal `signo` (32 or 33) came in at SIG_IGN.
+    pub fn reserved_ignored(&self, signo: i32) -> bool {
+        match signo {
+            32 => self.reserved_ignored[0],
+            33 => self.reserved_ignored[1],
+            _ => false,
+        }
+    }
+
     /// Gives the child the dispositions and mask drainit inherited. Called
     /// between fork and exec, so it only makes async-signal-safe calls.
     pub fn restore_in_child(&self) -> io::Result<()> {
@@ -340,6 +397,13 @@ impl Inherited {
             for (signo, action) in &self.actions {
                 if libc::sigaction(*signo, action, std::ptr::null_mut()) != 0 {
                     return Err(io::Error::last_os_error());
+                }
+            }
+            // 32 and 33 inherited ignored stay so, whatever the C library
+            // put on them since (exec resets a handler to the default).
+            for signo in [32, 33] {
+                if self.reserved_ignored(signo) {
+                    ignore_raw(signo)?;
                 }
             }
             // Exactly the inherited mask, the C library's numbers included.

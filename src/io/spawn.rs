@@ -95,7 +95,7 @@ fn spawn_posix(
         // in which a signal to the group could miss it.
         libc::posix_spawnattr_setpgroup(&mut attr, 0);
         libc::posix_spawnattr_setsigmask(&mut attr, inherited.mask());
-        libc::posix_spawnattr_setsigdefault(&mut attr, &with_libc_internals(*defaults));
+        libc::posix_spawnattr_setsigdefault(&mut attr, &with_libc_internals(*defaults, inherited));
         let rc = libc::posix_spawnp(
             &mut pid,
             c_args[0].as_ptr(),
@@ -124,42 +124,20 @@ extern "C" {
 /// Both C libraries' `posix_spawn` may set their internal signals 32 and 33
 /// to SIG_IGN in the child unless they are in the default set (glibc always
 /// does; musl when it installed a handler for them, which drainit never
-/// makes it do), and SIG_IGN survives exec. Neither library takes them over
-/// at start-up (measured: glibc 2.36 and the static musl build keep an
-/// inherited SIG_IGN), so drainit can read what it inherited and passes
-/// exactly that on: default unless it inherited SIG_IGN, as fork+exec does.
-/// `sigaddset` refuses these numbers, so the bits are set directly
+/// makes it do), and SIG_IGN survives exec. drainit passes on exactly what
+/// it inherited, read before any thread existed (glibc's first thread puts
+/// a handler on 33): default unless it inherited SIG_IGN, as fork+exec
+/// does. `sigaddset` refuses these numbers, so the bits are set directly
 /// (`signals::add_raw`).
 const _: () = assert!(std::mem::size_of::<libc::sigset_t>() >= 8);
 
-fn with_libc_internals(mut set: libc::sigset_t) -> libc::sigset_t {
+fn with_libc_internals(mut set: libc::sigset_t, inherited: &Inherited) -> libc::sigset_t {
     for signo in [32, 33] {
-        if !is_ignored(signo as libc::c_int) {
-            add_raw(&mut set, signo);
+        if !inherited.reserved_ignored(signo) {
+            add_raw(&mut set, signo as usize);
         }
     }
     set
-}
-
-/// The signal's disposition is SIG_IGN, asked of the kernel directly: the
-/// C libraries' `sigaction` refuses their internal signals. The handler is
-/// the first field of the kernel's `struct sigaction` on Linux targets; the
-/// buffer is larger than the whole struct on any of them.
-fn is_ignored(signo: libc::c_int) -> bool {
-    let mut old = [0usize; 16];
-    // SAFETY: rt_sigaction with no new action only writes the old one into
-    // `old`, which is large enough; the size argument is the kernel's
-    // sigset size (8 bytes).
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_rt_sigaction,
-            signo,
-            std::ptr::null::<u8>(),
-            old.as_mut_ptr(),
-            8usize,
-        )
-    };
-    rc == 0 && old[0] == libc::SIG_IGN
 }
 
 fn spawn_forked(

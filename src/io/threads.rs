@@ -1,6 +1,8 @@
 //! Threads drainit starts and how they wake the event loop.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::Arc;
 
 use crate::core::event::Input;
 
@@ -14,6 +16,9 @@ pub fn spawn_thread(
     stack_size: usize,
     work: Box<dyn FnOnce() + Send>,
 ) -> std::io::Result<()> {
+    let creator = std::thread::current();
+    let blocked = Arc::new(AtomicBool::new(false));
+    let done = Arc::clone(&blocked);
     std::thread::Builder::new()
         .name(name.into())
         .stack_size(stack_size)
@@ -24,6 +29,8 @@ pub fn spawn_thread(
             // lost). Nothing in drainit may call set*id from a thread:
             // glibc would wait on 33 for every thread.
             crate::io::signals::block_handled();
+            done.store(true, Ordering::Release);
+            creator.unpark();
             work()
         })
         .map(|_| {
@@ -31,6 +38,11 @@ pub fn spawn_thread(
             // time any thread is created (and installs its set*id handler
             // on 33): block them again here.
             crate::io::signals::block_handled();
+            // And the new thread's own window closes before this returns:
+            // until it has run its first lines, a signal could land there.
+            while !blocked.load(Ordering::Acquire) {
+                std::thread::park();
+            }
         })
 }
 

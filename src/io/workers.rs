@@ -49,6 +49,27 @@ impl Pool {
         self.lock().threads
     }
 
+    /// Starts threads until the pool holds `n` (at most its size), idle
+    /// until jobs come. Done before the child starts: a thread is born
+    /// with the C library's own signals unblocked for a moment (musl
+    /// unblocks 33 in every new thread), and a `kill -33` landing then
+    /// would end drainit; before the child, nobody has a reason to send.
+    pub fn prestart(&'static self, n: usize) -> std::io::Result<()> {
+        while self.threads() < n.min(self.size) {
+            self.lock().threads += 1;
+            let started = crate::io::threads::spawn_thread(
+                self.name,
+                256 * 1024,
+                Box::new(move || self.work()),
+            );
+            if let Err(e) = started {
+                self.lock().threads -= 1;
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
     /// Queues `job`; starts a thread for it if none is idle and the pool
     /// has room. Err when no thread could be started and none exists to
     /// run it later: the job is dropped (the caller reports the failure).

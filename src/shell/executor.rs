@@ -28,6 +28,45 @@ static PROTECT: Pool = Pool::new("drainit-protect", MAX_POLLS);
 static ECS: Pool = Pool::new("drainit-ecs", 2);
 static HOOKS: Pool = Pool::new("drainit-hook", MAX_POLLS);
 
+/// Starts, before the child does, every request thread the run can need:
+/// one per URL source (at most `MAX_POLLS`) for drain rounds and for task
+/// protection, two for ECS, one per stop URL. No thread is then born while
+/// the child runs (see `Pool::prestart`), and the start-up check of the
+/// URLs' host names runs on one of them.
+pub fn start_workers(config: &Config) {
+    let urls = config.drain_urls.len();
+    let protect = config
+        .ecs
+        .as_ref()
+        .and_then(|e| e.protect.as_ref())
+        .is_some();
+    let ecs = config
+        .ecs
+        .as_ref()
+        .is_some_and(|e| e.metadata_uri.is_some());
+    let pools: [(&'static Pool, usize); 4] = [
+        (&POLLS, urls),
+        (&PROTECT, if protect { urls } else { 0 }),
+        (&ECS, if ecs { 2 } else { 0 }),
+        (&HOOKS, config.stop_hooks.len()),
+    ];
+    for (pool, n) in pools {
+        if let Err(e) = pool.prestart(n) {
+            warn!("cannot start request threads ahead: {e}; they start when needed");
+        }
+    }
+    let hosts: Vec<String> = config
+        .drain_urls
+        .iter()
+        .cloned()
+        .chain(config.stop_hooks.iter().map(|t| t.url.clone()))
+        .collect();
+    let pool = if urls > 0 { &POLLS } else { &HOOKS };
+    if !hosts.is_empty() {
+        let _ = pool.submit(Box::new(move || http::check_hosts(hosts)));
+    }
+}
+
 pub struct Executor<'a> {
     config: &'a Config,
     /// The main child.

@@ -5,6 +5,8 @@
 //! may end the process while the child runs.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use log::{debug, error};
@@ -17,7 +19,7 @@ use crate::io::signals::{Handled, Inherited};
 use crate::io::threads::{self, Inbox};
 use crate::io::{notify, spawn};
 use crate::shell::event_loop::{drive, Shell};
-use crate::shell::executor::Executor;
+use crate::shell::executor::{self, Executor};
 use crate::shell::fallback;
 
 /// Starts the child and supervises it until the run is over.
@@ -56,6 +58,27 @@ pub fn run(
         std::env::set_var("NOTIFY_SOCKET", address);
         debug!("notify socket: {}", address.to_string_lossy());
     }
+    // Every thread drainit needs starts now, before the child: a thread is
+    // born with the C library's own signals unblocked for a moment, and a
+    // `kill -33` landing in it then would end drainit (see `Pool::prestart`).
+    if let Err(e) = crate::io::logwriter::start() {
+        error!("cannot start the log writer: {e}; lines wait for drainit's exit");
+    }
+    let (outbox, inbox) = threads::inbox();
+    let child = Arc::new(AtomicI32::new(0));
+    if let (Some(socket), Some(n)) = (socket, &config.notify) {
+        let reader = notify::Reader {
+            socket,
+            outbox: outbox.clone(),
+            access: n.access,
+            child: Arc::clone(&child),
+            outer,
+        };
+        if let Err(e) = notify::start(reader) {
+            error!("cannot start the notify reader: {e}; notify messages are not read");
+        }
+    }
+    executor::start_workers(config);
     let pid = match spawn::spawn(&config.program, &config.args, inherited) {
         Ok(pid) => pid,
         Err(e) => {
@@ -63,31 +86,8 @@ pub fn run(
             return (Outcome::SpawnFailed(e.failure), RunSummary::default());
         }
     };
+    child.store(pid, Ordering::Relaxed);
     debug!("started {:?} as pid {pid}", config.program);
-    // Lines logged so far waited in the queue; from now on the writer
-    // thread owns stderr, and no line waits on it here.
-    if let Err(e) = crate::io::logwriter::start() {
-        error!("cannot start the log writer: {e}; lines wait for drainit's exit");
-    }
-    let urls = config.drain_urls.iter().cloned();
-    crate::io::http::check_hosts(
-        urls.chain(config.stop_hooks.iter().map(|t| t.url.clone()))
-            .collect(),
-    );
-    let (outbox, inbox) = threads::inbox();
-    if let (Some(socket), Some(n)) = (socket, &config.notify) {
-        let reader = notify::Reader {
-            socket,
-            outbox: outbox.clone(),
-            access: n.access,
-            child: pid,
-            outer,
-        };
-        // The child runs already: said, and survived.
-        if let Err(e) = notify::start(reader) {
-            error!("cannot start the notify reader: {e}; notify messages are not read");
-        }
-    }
     let mut exec = Executor::new(config, pid, outbox);
     let mut shell = Shell::default();
     let pid1 = std::process::id() == 1;
