@@ -268,3 +268,33 @@ fn usage_errors_exit_as_the_named_init_would() {
         "{out:?}"
     );
 }
+
+#[test]
+fn a_drain_host_that_does_not_resolve_is_one_warning_and_the_child_runs() {
+    let scratch = Scratch::new("no-such-host");
+    let mut d = drainit([
+        "--drain-url",
+        "http://no-such-host.invalid:8080/drain",
+        "--stop-url",
+        "http://no-such-host.invalid:8080/stop",
+        "--grace",
+        "5s",
+    ])
+    .with_args(sh(
+        &scratch,
+        "touch \"$D/ready\"; while [ ! -e \"$D/go\" ]; do sleep 0.05; done; exit 3",
+    ))
+    .start();
+    scratch.wait_file("ready");
+    wait_for("the warning about the host", PATIENCE, || {
+        d.stderr().contains("no-such-host.invalid").then_some(())
+    });
+    scratch.touch("go");
+    assert_eq!(d.wait_code(), 3, "{}", d.stderr());
+    let stderr = d.stderr();
+    let warnings: Vec<_> = stderr
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("host no-such-host.invalid"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "one warning for the name: {stderr}");
+}

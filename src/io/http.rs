@@ -63,15 +63,13 @@ impl Drop for Lookup {
 /// on a request thread, so the child's start never waits for a resolver;
 /// IP addresses and `localhost` need no lookup at all.
 pub fn check_hosts(urls: Vec<String>) {
-    let mut names: Vec<(String, u16)> = urls
+    let mut seen = Vec::new();
+    let names = urls
         .iter()
         .filter_map(|u| parse_url(u).ok())
         .filter(|u| u.host.parse::<IpAddr>().is_err() && !u.host.eq_ignore_ascii_case("localhost"))
-        .map(|u| (u.host, u.port))
-        .collect();
-    names.sort();
-    names.dedup_by(|a, b| a.0 == b.0);
-    for (host, port) in names {
+        .filter(|u| crate::util::text::first_time(&mut seen, &u.host));
+    for crate::proto::http::Url { host, port, .. } in names {
         let deadline = Instant::now() + HOST_CHECK_TIMEOUT;
         if let Err(failure) = addresses(&host, port, deadline) {
             log::warn!(
