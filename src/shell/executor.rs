@@ -9,63 +9,15 @@ use std::time::{Instant, SystemTime};
 
 use log::{debug, error, info, warn};
 
-use crate::core::drain::MAX_POLLS;
-use crate::core::event::{Action, Input, Lane, Token};
+use crate::core::event::{Action, Input, Token};
 use crate::core::outcome::Ended;
 use crate::core::settings::Config;
 use crate::io::threads::Outbox;
-use crate::io::workers::Pool;
 use crate::io::{commands, http, procfs};
 use crate::proto::http::{Failure, Kind};
+use crate::shell::lanes;
 use crate::util::signame::signal_name;
 use crate::util::time::millis;
-
-/// The request threads, by lane: drain polls and protection polls as many
-/// as the core runs at once, two for the ECS metadata (the container and
-/// the task requests of the start go out together), and the hooks'.
-static POLLS: Pool = Pool::new("drainit-poll", MAX_POLLS);
-static PROTECT: Pool = Pool::new("drainit-protect", MAX_POLLS);
-static ECS: Pool = Pool::new("drainit-ecs", 2);
-static HOOKS: Pool = Pool::new("drainit-hook", MAX_POLLS);
-
-/// Starts, before the child does, every request thread the run can need:
-/// one per URL source (at most `MAX_POLLS`) for drain rounds and for task
-/// protection, two for ECS, one per stop URL. No thread is then born while
-/// the child runs (see `Pool::prestart`), and the start-up check of the
-/// URLs' host names runs on one of them.
-pub fn start_workers(config: &Config) {
-    let urls = config.drain_urls.len();
-    let protect = config
-        .ecs
-        .as_ref()
-        .and_then(|e| e.protect.as_ref())
-        .is_some();
-    let ecs = config
-        .ecs
-        .as_ref()
-        .is_some_and(|e| e.metadata_uri.is_some());
-    let pools: [(&'static Pool, usize); 4] = [
-        (&POLLS, urls),
-        (&PROTECT, if protect { urls } else { 0 }),
-        (&ECS, if ecs { 2 } else { 0 }),
-        (&HOOKS, config.stop_hooks.len()),
-    ];
-    for (pool, n) in pools {
-        if let Err(e) = pool.prestart(n) {
-            warn!("cannot start request threads ahead: {e}; they start when needed");
-        }
-    }
-    let hosts: Vec<String> = config
-        .drain_urls
-        .iter()
-        .cloned()
-        .chain(config.stop_hooks.iter().map(|t| t.url.clone()))
-        .collect();
-    let pool = if urls > 0 { &POLLS } else { &HOOKS };
-    if !hosts.is_empty() {
-        let _ = pool.submit(Box::new(move || http::check_hosts(hosts)));
-    }
-}
 
 pub struct Executor<'a> {
     config: &'a Config,
@@ -122,12 +74,7 @@ impl<'a> Executor<'a> {
                         outbox.send(Input::Http { token, result })
                     })
                 });
-                let pool = match lane {
-                    Lane::Poll => &POLLS,
-                    Lane::Protect => &PROTECT,
-                    Lane::Ecs => &ECS,
-                    Lane::Hook => &HOOKS,
-                };
+                let pool = lanes::pool(lane);
                 if let Err(e) = pool.submit(job) {
                     // Answered like any failed request.
                     let detail = format!("cannot start a request thread: {e}");

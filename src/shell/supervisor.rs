@@ -19,8 +19,9 @@ use crate::io::signals::{Handled, Inherited};
 use crate::io::threads::{self, Inbox};
 use crate::io::{notify, spawn};
 use crate::shell::event_loop::{drive, Shell};
-use crate::shell::executor::{self, Executor};
+use crate::shell::executor::Executor;
 use crate::shell::fallback;
+use crate::shell::lanes;
 
 /// Starts the child and supervises it until the run is over.
 pub fn run(
@@ -78,7 +79,7 @@ pub fn run(
             error!("cannot start the notify reader: {e}; notify messages are not read");
         }
     }
-    executor::start_workers(config);
+    lanes::start(config);
     let pid = match spawn::spawn(&config.program, &config.args, inherited) {
         Ok(pid) => pid,
         Err(e) => {

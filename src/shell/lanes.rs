@@ -1,0 +1,68 @@
+//! The request threads, by lane, and their start before the child: each
+//! lane (`core::event::Lane`) has a pool of its own, so drain polls never
+//! wait behind a stuck ECS agent or hook, nor the other way round.
+
+use log::warn;
+
+use crate::core::drain::MAX_POLLS;
+use crate::core::event::Lane;
+use crate::core::settings::Config;
+use crate::io::http;
+use crate::io::workers::Pool;
+
+/// The request threads, by lane: drain polls and protection polls as many
+/// as the core runs at once, two for the ECS metadata (the container and
+/// the task requests of the start go out together), and the hooks'.
+static POLLS: Pool = Pool::new("drainit-poll", MAX_POLLS);
+static PROTECT: Pool = Pool::new("drainit-protect", MAX_POLLS);
+static ECS: Pool = Pool::new("drainit-ecs", 2);
+static HOOKS: Pool = Pool::new("drainit-hook", MAX_POLLS);
+
+/// Starts, before the child does, every request thread the run can need:
+/// one per URL source (at most `MAX_POLLS`) for drain rounds and for task
+/// protection, two for ECS, one per stop URL. No thread is then born while
+/// the child runs (see `Pool::prestart`), and the start-up check of the
+/// URLs' host names runs on one of them.
+pub fn start(config: &Config) {
+    let urls = config.drain_urls.len();
+    let protect = config
+        .ecs
+        .as_ref()
+        .and_then(|e| e.protect.as_ref())
+        .is_some();
+    let ecs = config
+        .ecs
+        .as_ref()
+        .is_some_and(|e| e.metadata_uri.is_some());
+    let pools: [(&'static Pool, usize); 4] = [
+        (&POLLS, urls),
+        (&PROTECT, if protect { urls } else { 0 }),
+        (&ECS, if ecs { 2 } else { 0 }),
+        (&HOOKS, config.stop_hooks.len()),
+    ];
+    for (pool, n) in pools {
+        if let Err(e) = pool.prestart(n) {
+            warn!("cannot start request threads ahead: {e}; they start when needed");
+        }
+    }
+    let hosts: Vec<String> = config
+        .drain_urls
+        .iter()
+        .cloned()
+        .chain(config.stop_hooks.iter().map(|t| t.url.clone()))
+        .collect();
+    let pool = if urls > 0 { &POLLS } else { &HOOKS };
+    if !hosts.is_empty() {
+        let _ = pool.submit(Box::new(move || http::check_hosts(hosts)));
+    }
+}
+
+/// The pool of a lane.
+pub fn pool(lane: Lane) -> &'static Pool {
+    match lane {
+        Lane::Poll => &POLLS,
+        Lane::Protect => &PROTECT,
+        Lane::Ecs => &ECS,
+        Lane::Hook => &HOOKS,
+    }
+}
