@@ -324,7 +324,7 @@ fn sixty_four_silent_sources_cost_ten_threads_and_keep_the_deadline() {
         }
         args.extend(sh(
             &scratch,
-            "touch \"$D/ready\"; trap '' TERM; while :; do sleep 0.05; done",
+            "trap '' TERM; touch \"$D/ready\"; while :; do sleep 0.05; done",
         ));
         let mut d = drainit(&args).binary(&built(build)).start();
         scratch.wait_file("ready");
