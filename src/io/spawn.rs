@@ -33,8 +33,12 @@ fn classify(err: &io::Error) -> SpawnFailure {
 /// Usually with `posix_spawnp` (a vfork-style start: no copy of drainit's
 /// page tables, and exec errors come back as its return value); with
 /// fork+exec when stdin is a terminal (the child must take the terminal's
-/// foreground, which `posix_spawn` cannot do) or when SIGCHLD was
-/// inherited ignored (which `posix_spawn` cannot give back).
+/// foreground, which `posix_spawn` cannot do), when SIGCHLD was
+/// inherited ignored (which `posix_spawn` cannot give back), and always
+/// with musl: its `posix_spawn` gives the caller's mask back through
+/// `pthread_sigmask`, which drops 32-34 from it, so until drainit blocks
+/// them again a `kill -33` sent the moment the child runs ends drainit
+/// (seen under load). A fork leaves drainit's own mask alone.
 pub fn spawn(
     program: &OsString,
     args: &[OsString],
@@ -43,7 +47,7 @@ pub fn spawn(
     // SAFETY: isatty only inspects fd 0.
     let tty = unsafe { libc::isatty(libc::STDIN_FILENO) } == 1;
     match inherited.spawn_defaults() {
-        Some(defaults) if !tty && !inherited.blocks_reserved() => {
+        Some(defaults) if !tty && !inherited.blocks_reserved() && !cfg!(target_env = "musl") => {
             spawn_posix(program, args, inherited, &defaults)
         }
         _ => spawn_forked(program, args, inherited),
