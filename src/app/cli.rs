@@ -100,6 +100,7 @@ fn arg(opt: &Opt, width: usize) -> Arg {
         Kind::One => ArgAction::Set,
         Kind::Commas | Kind::Lines => ArgAction::Append,
         Kind::Version => ArgAction::Version,
+        Kind::Optional => ArgAction::Set,
     };
     let mut arg = Arg::new(opt.long)
         .long(opt.long)
@@ -107,6 +108,10 @@ fn arg(opt: &Opt, width: usize) -> Arg {
         .help(help(opt, width));
     if let Some(short) = opt.short {
         arg = arg.short(short);
+    }
+    if opt.kind == Kind::Optional {
+        // `--probe` alone is "" (the default target), `--probe URL` the URL.
+        arg = arg.num_args(0..=1).default_missing_value("");
     }
     if !opt.value.is_empty() {
         arg = arg.value_name(opt.value);

@@ -9,7 +9,7 @@ use crate::app::cli::RawArgs;
 use crate::app::options::{self, Kind};
 use crate::app::values::*;
 pub use crate::core::settings::{
-    Config, EcsConfig, LogFormat, Notice, NotifyConfig, ProtectConfig,
+    Config, EcsConfig, LogFormat, Notice, NotifyConfig, Probe, ProbeTarget, ProtectConfig,
 };
 use crate::io::commands as sources;
 use crate::io::signals;
@@ -31,6 +31,8 @@ impl fmt::Display for UsageError {
 pub enum Request {
     Run(Box<Config>),
     License,
+    /// `--probe`: a health check, not a run.
+    Probe(Probe),
 }
 
 /// Where a setting's text came from, so errors name what the user typed.
@@ -279,6 +281,9 @@ impl Config {
         if raw.flag("license") {
             return Ok(Request::License);
         }
+        if let Some(url) = raw.value("probe") {
+            return Self::probe_from(&Env { lookup: env, raw }, &url).map(Request::Probe);
+        }
         let mut command = std::mem::take(&mut raw.command).into_iter();
         let env = Env { lookup: env, raw };
         let program = command
@@ -410,6 +415,20 @@ impl Config {
             }
         };
 
+        let serve = env.value("serve", parse_serve)?;
+        let ready_url = env.value("ready-url", parse_url)?;
+        if ready_url.is_some() && serve.is_none() {
+            return Err(UsageError(
+                "--ready-url needs --serve: it is asked for /readyz".into(),
+            ));
+        }
+        let drain_count_field = env.value("drain-count-field", parse_pointer)?;
+        if drain_count_field.is_some() && env.list("drain-url")?.is_empty() {
+            return Err(UsageError(
+                "--drain-count-field needs --drain-url: the count is read from its body".into(),
+            ));
+        }
+
         // tini: each -v adds one to the default of 1; TINI_VERBOSITY replaces
         // the count. DRAINIT_VERBOSITY is an ordinary variable: -v beats it.
         // With a drain option the default is 2, so the drain progress and
@@ -493,12 +512,40 @@ impl Config {
             remap_exit,
             rewrite,
             log_filter: env.get("DRAINIT_LOG")?,
+            serve,
+            ready_url,
+            drain_count_field,
+            emf: env
+                .flag("emf")?
+                .then(|| env.value_or_default("emf-namespace", parse_namespace))
+                .transpose()?,
             notices,
         })))
     }
 
-    /// The ECS settings: None when neither the metadata watch nor task
-    /// protection is on.
+    /// `--probe`: reads only its target, `--probe-timeout` and the address
+    /// `--serve` or `DRAINIT_SERVE` gives (for the default target); never
+    /// another variable, so nothing else in the image can break the check.
+    fn probe_from(env: &Env<'_>, url: &str) -> Result<Probe, UsageError> {
+        let timeout = match env.raw.value("probe-timeout") {
+            Some(text) => {
+                parse_interval(&text).map_err(|e| invalid(&text, "--probe-timeout", &e))?
+            }
+            None => default("probe-timeout", parse_interval)?,
+        };
+        let target = if url.trim().is_empty() {
+            let Some(addr) = env.value("serve", parse_serve)? else {
+                return Err(UsageError(
+                    "--probe without a URL checks --serve's /healthz, and neither --serve nor DRAINIT_SERVE is set".into(),
+                ));
+            };
+            ProbeTarget::Http(format!("http://{}/healthz", loopback_for(addr)))
+        } else {
+            parse_probe_target(url).map_err(|e| invalid(url, "--probe", &e))?
+        };
+        Ok(Probe { target, timeout })
+    }
+
     /// The ECS settings (None when neither the metadata watch nor task
     /// protection is on), and whether this is an ECS task at all (a usable
     /// metadata variable, whatever `--ecs` says).
@@ -595,6 +642,18 @@ impl Config {
         };
         Ok((Some(ecs), on_ecs))
     }
+}
+
+/// Where a probe reaches a listener bound to `addr`: an unspecified
+/// address (0.0.0.0, ::) is every address, loopback included.
+fn loopback_for(addr: std::net::SocketAddr) -> std::net::SocketAddr {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    let ip = match addr.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+        ip => ip,
+    };
+    std::net::SocketAddr::new(ip, addr.port())
 }
 
 #[cfg(test)]

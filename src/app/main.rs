@@ -25,6 +25,15 @@ pub fn main() -> ExitCode {
     crate::io::http::install_panic_hook();
     let name = Name::of(std::env::args_os().next().as_deref());
     let usage_error = ExitCode::from(name.usage_error_code());
+    // A health check exits 0 or 1, never 2 (Docker reserves it), even for
+    // a command line it cannot read.
+    let probing =
+        std::env::args_os().any(|a| a == "--probe" || a.to_string_lossy().starts_with("--probe="));
+    let usage_error = if probing {
+        ExitCode::FAILURE
+    } else {
+        usage_error
+    };
     let parsed = crate::app::cli::command()
         .try_get_matches()
         .and_then(|matches| RawArgs::from_arg_matches(&matches));
@@ -51,6 +60,13 @@ pub fn main() -> ExitCode {
             print_quietly(LICENSE, false);
             return ExitCode::SUCCESS;
         }
+        Ok(Request::Probe(probe)) => {
+            return if crate::app::probe::run(&probe) {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            };
+        }
         Err(e) => {
             eprintln!("drainit: {e}");
             return usage_error;
@@ -64,6 +80,19 @@ pub fn main() -> ExitCode {
             return usage_error;
         }
     }
+    // Before the child starts too: an address that cannot be bound is a
+    // usage error, not a health check that fails later.
+    let listener = match config
+        .serve
+        .map(|addr| (addr, crate::io::serve::bind(addr)))
+    {
+        None => None,
+        Some((_, Ok(listener))) => Some(listener),
+        Some((addr, Err(e))) => {
+            eprintln!("drainit: --serve {addr}: cannot listen there: {e}");
+            return usage_error;
+        }
+    };
     logging::init(&config);
     for notice in &config.notices {
         match notice {
@@ -76,7 +105,7 @@ pub fn main() -> ExitCode {
         deadline_code: config.deadline_exit_code,
     };
     let (outcome, mut summary) = match prepare_process(&config) {
-        Ok((handled, inherited)) => supervisor::run(&config, handled, inherited),
+        Ok((handled, inherited)) => supervisor::run(&config, handled, inherited, listener),
         Err(e) => {
             log::error!("{e}");
             (

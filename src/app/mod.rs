@@ -5,4 +5,5 @@ pub mod config;
 pub mod logging;
 pub mod main;
 pub mod options;
+pub mod probe;
 pub mod values;

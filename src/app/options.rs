@@ -14,6 +14,7 @@ pub enum Heading {
     Draining,
     Notify,
     Ecs,
+    Health,
 }
 
 impl Heading {
@@ -24,6 +25,7 @@ impl Heading {
             Heading::Draining => Some("Draining"),
             Heading::Notify => Some("sd_notify"),
             Heading::Ecs => Some("Amazon ECS"),
+            Heading::Health => Some("Health checks and metrics"),
         }
     }
 }
@@ -44,6 +46,8 @@ pub enum Kind {
     Lines,
     /// Prints the version and exits.
     Version,
+    /// A switch that may take one value (`--probe [URL]`).
+    Optional,
 }
 
 /// What an option is when it is not given.
@@ -425,6 +429,65 @@ pub static OPTIONS: &[Opt] = &[
         help: "Protection length per request, 1-2880 minutes",
         ..ONE
     },
+    // Health checks and metrics.
+    Opt {
+        long: "serve",
+        heading: Heading::Health,
+        value: "ADDR:PORT",
+        help: "Answer GET /readyz, /healthz, /status and /metrics over HTTP on this address \
+               (read-only; e.g. 0.0.0.0:9090)",
+        ..ONE
+    },
+    Opt {
+        long: "ready-url",
+        heading: Heading::Health,
+        value: "URL",
+        help: "The app's own readiness endpoint: /readyz also answers 503 unless it answers 2xx",
+        ..ONE
+    },
+    Opt {
+        long: "probe",
+        heading: Heading::Health,
+        kind: Kind::Optional,
+        value: "URL",
+        var: false,
+        help:
+            "Run as a health-check client, not an init: GET URL (or connect to tcp://HOST:PORT), \
+               exit 0 on 2xx and 1 otherwise; without URL, /healthz of DRAINIT_SERVE",
+        ..ONE
+    },
+    Opt {
+        long: "probe-timeout",
+        heading: Heading::Health,
+        value: "D",
+        default: Default::Value("3s"),
+        var: false,
+        help: "With --probe: the longest the whole check may take",
+        ..ONE
+    },
+    Opt {
+        long: "drain-count-field",
+        heading: Heading::Health,
+        value: "PTR",
+        help: "JSON pointer to the app's in-flight count in the drain body (e.g. \
+               /activeExecutions): logged, reported and exported",
+        ..ONE
+    },
+    Opt {
+        long: "emf",
+        heading: Heading::Health,
+        help:
+            "At exit, write the exit report as one CloudWatch Embedded Metric Format line on stderr",
+        ..FLAG
+    },
+    Opt {
+        long: "emf-namespace",
+        heading: Heading::Health,
+        value: "NAME",
+        default: Default::Value("drainit"),
+        help: "The CloudWatch namespace of --emf's metrics",
+        ..ONE
+    },
 ];
 
 /// The options reference in Markdown (docs/options.md), from `OPTIONS`.
@@ -444,6 +507,11 @@ pub fn reference() -> String {
             "See [notify.md](notify.md).\n\n",
         ),
         (Heading::Ecs, "Amazon ECS", "See [ecs.md](ecs.md).\n\n"),
+        (
+            Heading::Health,
+            "Health checks and metrics",
+            "See [health.md](health.md) and [metrics.md](metrics.md).\n\n",
+        ),
     ] {
         let _ = write!(
             md,
@@ -463,6 +531,7 @@ pub fn reference() -> String {
             let default = match (opt.default, opt.kind) {
                 (Default::None, Kind::Flag) if opt.var => "off".to_string(),
                 (Default::None, Kind::One | Kind::Commas | Kind::Lines) => "none".to_string(),
+                (Default::None, Kind::Optional) => "off".to_string(),
                 (Default::None, _) => String::new(),
                 (Default::Value(v), _) => format!("`{v}`"),
                 (Default::ValueWhen(v, when), _) => format!("`{v}` {when}"),

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::core::settings::LogFormat;
+use crate::core::settings::{LogFormat, ProbeTarget};
 use crate::io::signals;
 use crate::proto::drain_body as drain;
 use crate::proto::http;
@@ -196,4 +196,46 @@ pub fn parse_verbosity(text: &str) -> Result<u8, String> {
         Ok(n) if t.bytes().all(|b| b.is_ascii_digit()) => Ok(n.min(4)),
         _ => Err("expected a verbosity level 0-4".into()),
     }
+}
+
+/// `--serve`: `ADDR:PORT` (an IPv6 address in brackets), or `:PORT` for
+/// every IPv4 address.
+pub fn parse_serve(text: &str) -> Result<std::net::SocketAddr, String> {
+    let t = text.trim();
+    let full = match t.strip_prefix(':') {
+        Some(port) => format!("0.0.0.0:{port}"),
+        None => t.to_string(),
+    };
+    full.parse()
+        .map_err(|_| "expected ADDR:PORT, e.g. 0.0.0.0:9090 or [::1]:9090".into())
+}
+
+/// `--probe`'s target: `http://` URL or `tcp://HOST:PORT`.
+pub fn parse_probe_target(text: &str) -> Result<ProbeTarget, String> {
+    let t = text.trim();
+    if let Some(rest) = t.strip_prefix("tcp://") {
+        let rest = rest.trim_end_matches('/');
+        let url = http::parse_url(&format!("http://{rest}/"))
+            .map_err(|_| "expected tcp://HOST:PORT".to_string())?;
+        if !rest.contains(':') || rest.ends_with(']') {
+            return Err("expected tcp://HOST:PORT (the port is needed)".into());
+        }
+        return Ok(ProbeTarget::Tcp {
+            host: url.host,
+            port: url.port,
+        });
+    }
+    http::validate_url(t)?;
+    Ok(ProbeTarget::Http(t.to_string()))
+}
+
+/// `--emf-namespace`: CloudWatch takes 1-255 characters of letters,
+/// digits, spaces and `.-_/#:`.
+pub fn parse_namespace(text: &str) -> Result<String, String> {
+    let t = text.trim();
+    let allowed = |c: char| c.is_ascii_alphanumeric() || ".-_/#: ".contains(c);
+    if t.is_empty() || t.len() > 255 || !t.chars().all(allowed) {
+        return Err("expected 1-255 characters: letters, digits, spaces and . - _ / # :".into());
+    }
+    Ok(t.to_string())
 }

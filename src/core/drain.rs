@@ -180,6 +180,9 @@ impl Machine<'_> {
         let Some((previous, over)) = self.board.answer(ticket, index, answer.clone()) else {
             return;
         };
+        if let Some(at) = self.answered_at.get_mut(index) {
+            *at = Some(now);
+        }
         // Each change once. "Not ready" in any form is the app's answer
         // (INFO); a source that could not be asked is WARN, once until it
         // answers again.

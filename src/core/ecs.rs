@@ -158,6 +158,11 @@ impl Protection {
     }
 
     /// Given whether the app is busy, the state to send now, if any.
+    /// What the agent last accepted.
+    pub fn is_on(&self) -> bool {
+        self.on
+    }
+
     pub fn wanted(&self, busy: bool, now: Instant) -> Option<bool> {
         if self.put_in_flight {
             return None;

@@ -17,6 +17,7 @@ use crate::core::event::{Action, Input, Lane, Token};
 use crate::core::outcome::{Ended, Outcome, RunSummary, Trigger};
 use crate::core::settings::Config;
 use crate::core::sources::{Board, Probe};
+use crate::core::status::{Counters, RequestKind};
 use crate::core::timeline::{
     self, Escalation, Event, Phase, Request, Settings, Stop, Ticket, Timeline,
 };
@@ -101,6 +102,22 @@ pub struct Machine<'a> {
     pub(super) notify: Option<NotifyState>,
     /// The fallback's core: notify messages are only counted.
     pub(super) fallback: bool,
+    /// When each drain source last answered (for `/status`).
+    pub(super) answered_at: Vec<Option<Instant>>,
+    pub(super) counters: Counters,
+    /// The app's in-flight count (`--drain-count-field`).
+    pub(super) in_flight: InFlight,
+}
+
+/// The app's in-flight count as read from drain bodies.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InFlight {
+    /// The first count read after the stop began.
+    pub at_stop: Option<u64>,
+    /// The highest read during the stop.
+    pub max: Option<u64>,
+    /// The latest read, running or stopping.
+    pub last: Option<u64>,
 }
 
 /// The timeline's settings from the configuration.
@@ -140,6 +157,7 @@ impl<'a> Machine<'a> {
         // A source answers once a round: a few changes a second pass, a
         // flapping source at a tiny interval is folded.
         machine.answers_said = vec![Fold::with_burst(3); probes.len()];
+        machine.answered_at = vec![None; probes.len()];
         machine.probes = probes;
         machine.notify = config.notify.as_ref().map(|_| NotifyState::default());
         machine.start_ecs(now);
@@ -167,6 +185,8 @@ impl<'a> Machine<'a> {
         machine.watch = old.watch.take();
         machine.notify = old.notify.take();
         machine.next_token = old.next_token;
+        machine.counters = old.counters.clone();
+        machine.in_flight = old.in_flight;
         if let Some(ended) = child {
             // The child is gone: nothing may be sent to its pid any more.
             machine.handle(now, Input::ChildExited(ended));
@@ -229,6 +249,9 @@ impl<'a> Machine<'a> {
             held: Fold::default(),
             answers_said: Vec::new(),
             notify: None,
+            answered_at: Vec::new(),
+            counters: Counters::default(),
+            in_flight: InFlight::default(),
         }
     }
 
@@ -469,6 +492,7 @@ impl<'a> Machine<'a> {
         let Some(sent) = self.config.rewritten(signo) else {
             return debug!("dropping {} as --rewrite asks", signal_name(signo));
         };
+        self.counters.forwarded(sent);
         self.push(Action::Forward {
             signo: sent,
             group: self.config.kill_process_group,
@@ -551,6 +575,7 @@ impl<'a> Machine<'a> {
         let Some(purpose) = self.take_request(token) else {
             return;
         };
+        self.counters.answered(RequestKind::of(purpose), &result);
         match purpose {
             Purpose::Hook(ticket) if !self.timeline.awaits(ticket) => {
                 debug!("ignoring a late answer: the stop moved on without it");

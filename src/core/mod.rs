@@ -3,11 +3,14 @@
 pub mod drain;
 pub mod ecs;
 pub mod event;
+pub mod health;
 pub mod machine;
+pub mod metrics;
 pub mod notify;
 pub mod outcome;
 pub mod settings;
 pub mod sources;
+pub mod status;
 pub mod timeline;
 pub mod timers;
 pub mod watch;

@@ -90,7 +90,7 @@ pub enum Trigger {
 }
 
 /// Everything the exit report says besides the exit code.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct RunSummary {
     pub child_pid: Option<i32>,
     pub child_status: Option<Ended>,

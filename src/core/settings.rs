@@ -2,6 +2,7 @@
 //! command line and the environment, and what the core and shell read.
 
 use std::ffi::OsString;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -58,6 +59,15 @@ pub struct Config {
     /// `--grace-max`: how far extensions may move the deadline from t0
     /// (equal to `grace` unless set).
     pub grace_max: Option<Duration>,
+    /// `--serve`: where the health listener answers.
+    pub serve: Option<SocketAddr>,
+    /// `--ready-url`: the app's own readiness, asked for `/readyz`.
+    pub ready_url: Option<String>,
+    /// `--drain-count-field`: where the drain body holds the app's
+    /// in-flight count.
+    pub drain_count_field: Option<String>,
+    /// `--emf`: the namespace of the exit's Embedded Metric Format line.
+    pub emf: Option<String>,
     /// What validation has to say once logging runs (a default chosen for
     /// the platform, a platform variable ignored).
     pub notices: Vec<Notice>,
@@ -119,4 +129,20 @@ pub struct Cmd {
     pub argv: Vec<String>,
     /// The program to exec, resolved against `PATH` once at start.
     pub program: PathBuf,
+}
+
+/// What `--probe` checks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProbeTarget {
+    /// One GET; 2xx is healthy.
+    Http(String),
+    /// A completed connect is healthy.
+    Tcp { host: String, port: u16 },
+}
+
+/// `drainit --probe`: a health-check client run, not an init.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probe {
+    pub target: ProbeTarget,
+    pub timeout: Duration,
 }

@@ -47,6 +47,16 @@ impl Probe {
         }
     }
 
+    /// The target as the health listener may show it to anyone: a URL
+    /// without user-info or query, a command's program name only.
+    pub fn public_target(&self) -> String {
+        match self {
+            Probe::Url(url) => public_url(url),
+            Probe::Exec(cmd) => cmd.argv.first().cloned().unwrap_or_default(),
+            Probe::File(path) => path.display().to_string(),
+        }
+    }
+
     pub fn target(&self) -> String {
         match self {
             Probe::Url(url) => url.clone(),
@@ -54,6 +64,18 @@ impl Probe {
             Probe::File(path) => path.display().to_string(),
         }
     }
+}
+
+/// `url` without user-info, query or fragment.
+pub fn public_url(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let end = rest.find(['?', '#']).unwrap_or(rest.len());
+    let rest = &rest[..end];
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let authority = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    format!("{scheme}://{authority}{path}")
 }
 
 /// What a command run said, from how it ended: exit 0 is ready; killed

@@ -217,6 +217,30 @@ fn request_bytes(target: &Target, url: &Url, body: Option<&[u8]>) -> Vec<u8> {
 /// only feeds the decoder; whatever the server sends, at most
 /// `decoder::EXCHANGE_LIMIT` bytes are read.
 pub fn send(target: &Target, body: Option<&[u8]>, timeout: Duration) -> Result<Response, Failure> {
+    exchange(target, body, timeout, target.method == "HEAD")
+}
+
+/// One request whose answer's status is all that matters (a health
+/// check): the body is never read, whatever its size or pace.
+pub fn send_for_status(target: &Target, timeout: Duration) -> Result<u16, Failure> {
+    exchange(target, None, timeout, true).map(|r| r.status)
+}
+
+/// A TCP connect to `host:port` within `timeout` (`--probe tcp://`).
+pub fn connect_only(host: &str, port: u16, timeout: Duration) -> Result<(), Failure> {
+    let deadline = Instant::now() + timeout.max(Duration::from_millis(1));
+    let addrs = addresses(host, port, deadline)?;
+    connect(&addrs, deadline).map(drop)
+}
+
+/// Sends one request; `head_only`: the answer ends with its head (a HEAD
+/// request, or a GET whose body is of no interest).
+fn exchange(
+    target: &Target,
+    body: Option<&[u8]>,
+    timeout: Duration,
+    head_only: bool,
+) -> Result<Response, Failure> {
     let deadline = Instant::now() + timeout.max(Duration::from_millis(1));
     let url = parse_url(&target.url).map_err(|e| Failure::new(Kind::Internal, &e))?;
     let addrs = addresses(&url.host, url.port, deadline)?;
@@ -229,7 +253,7 @@ pub fn send(target: &Target, body: Option<&[u8]>, timeout: Duration) -> Result<R
     stream
         .write_all(&request_bytes(target, &url, body))
         .map_err(io)?;
-    let mut decoder = Decoder::new(target.method == "HEAD");
+    let mut decoder = Decoder::new(head_only);
     let mut chunk = [0u8; 8192];
     loop {
         stream.set_read_timeout(Some(left(deadline)?)).map_err(io)?;

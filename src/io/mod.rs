@@ -8,6 +8,7 @@ pub mod notify;
 pub mod procfs;
 pub mod reaper;
 pub mod report_file;
+pub mod serve;
 pub mod signals;
 pub mod spawn;
 pub mod threads;

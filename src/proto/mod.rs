@@ -4,5 +4,6 @@ pub mod drain_body;
 pub mod ecs_body;
 pub mod http;
 pub mod http_decoder;
+pub mod http_request;
 pub mod json;
 pub mod notify_msg;

@@ -16,6 +16,7 @@ use crate::io::reaper;
 use crate::io::signals::{Handled, Received};
 use crate::io::threads::Inbox;
 use crate::shell::executor::Executor;
+use crate::shell::publish::Publisher;
 use crate::util::signame::signal_name;
 use crate::util::text::Fold;
 
@@ -36,6 +37,8 @@ pub struct Shell {
     own_signal_seen: bool,
     /// The debug line of each received signal, at most one a second.
     received: Fold,
+    /// With `--serve`: where the core's status goes after each turn.
+    pub publisher: Option<Publisher>,
 }
 
 /// The loop: perform what the core asks, hand it what the shell answered,
@@ -55,6 +58,9 @@ pub fn drive(
         perform(machine, exec, shell);
         while let Some(input) = exec.answers.pop_front() {
             step(machine, exec, shell, input);
+        }
+        if let Some(publisher) = &mut shell.publisher {
+            publisher.publish(machine, signals);
         }
         if let Some(outcome) = machine.outcome() {
             return outcome;

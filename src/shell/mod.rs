@@ -5,4 +5,5 @@ pub mod event_loop;
 pub mod executor;
 pub mod fallback;
 pub mod lanes;
+pub mod publish;
 pub mod supervisor;

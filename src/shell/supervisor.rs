@@ -4,6 +4,7 @@
 //! last notify messages and the summary for the exit report. Nothing here
 //! may end the process while the child runs.
 
+use std::net::TcpListener;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use crate::core::event::Input;
 use crate::core::machine::Machine;
 use crate::core::outcome::{Outcome, RunSummary, SpawnFailure};
 use crate::core::settings::Config;
+use crate::io::serve::{self, Shared};
 use crate::io::signals::{Handled, Inherited};
 use crate::io::threads::{self, Inbox};
 use crate::io::{notify, spawn};
@@ -22,12 +24,14 @@ use crate::shell::event_loop::{drive, Shell};
 use crate::shell::executor::Executor;
 use crate::shell::fallback;
 use crate::shell::lanes;
+use crate::shell::publish::Publisher;
 
 /// Starts the child and supervises it until the run is over.
 pub fn run(
     config: &Config,
     signals: Handled,
     inherited: &'static Inherited,
+    listener: Option<TcpListener>,
 ) -> (Outcome, RunSummary) {
     let started = Instant::now();
     // The notify socket exists before the child, which finds it in
@@ -80,6 +84,7 @@ pub fn run(
         }
     }
     lanes::start(config);
+    let publisher = listener.and_then(|listener| start_listener(config, listener));
     let pid = match spawn::spawn(&config.program, &config.args, inherited) {
         Ok(pid) => pid,
         Err(e) => {
@@ -91,6 +96,7 @@ pub fn run(
     debug!("started {:?} as pid {pid}", config.program);
     let mut exec = Executor::new(config, pid, outbox);
     let mut shell = Shell::default();
+    shell.publisher = publisher;
     let pid1 = std::process::id() == 1;
     // Built inside the guard too: should building the core fail, a
     // minimal one (no sources, no ECS) keeps the child supervised.
@@ -120,6 +126,9 @@ pub fn run(
     // No command outlives drainit, whatever ended the run.
     exec.kill_all_runs("drainit is exiting");
     let core = fallback_machine.as_mut().unwrap_or(&mut machine);
+    if let Some(publisher) = &mut shell.publisher {
+        let _ = catch_unwind(AssertUnwindSafe(|| publisher.finish(core)));
+    }
     if let Some(address) = &address {
         // What the app sent just before it ended still counts.
         if notify::send_flush(address) {
@@ -142,6 +151,28 @@ pub fn run(
     summary.stop_trigger = summary.stop_trigger.or(shell.trigger);
     summary.orphans_reaped += shell.orphans;
     (outcome, summary)
+}
+
+/// Starts the health listener on the loop's thread (its asks wake this
+/// thread); a failure is one line and the run goes on without it.
+fn start_listener(config: &Config, listener: TcpListener) -> Option<Publisher> {
+    let started = Shared::new().and_then(|shared| {
+        let waker = threads::Waker::for_this_thread();
+        serve::start(
+            listener,
+            Arc::clone(&shared),
+            waker,
+            config.ready_url.clone(),
+        )?;
+        Ok(shared)
+    });
+    match started {
+        Ok(shared) => Some(Publisher::new(shared)),
+        Err(e) => {
+            error!("cannot start the health listener: {e}; drainit goes on without it");
+            None
+        }
+    }
 }
 
 /// Hands the core the notify messages read before the flush marker.

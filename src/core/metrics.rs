@@ -1,0 +1,210 @@
+//! `/metrics`: the published status in the Prometheus text exposition
+//! format (version 0.0.4). Names follow Prometheus' conventions: the
+//! `drainit_` prefix, base units, `_total` for counters. Every label value
+//! comes from a fixed set (signal names, request purposes and results,
+//! outcomes), so the page's size is bounded whatever the app does.
+
+use std::fmt::Write as _;
+use std::time::Instant;
+
+use crate::core::health::Reply;
+use crate::core::status::{RequestKind, Status, RESULTS};
+use crate::util::signame::signal_name;
+
+/// The exposition format's content type.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Outcomes `drainit_exit_outcome` can name.
+const OUTCOMES: [&str; 5] = ["exited", "signaled", "drained", "deadline", "spawn_failed"];
+
+struct Page(String);
+
+impl Page {
+    fn family(&mut self, name: &str, kind: &str, help: &str) {
+        let _ = writeln!(self.0, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    }
+
+    fn sample(&mut self, name: &str, labels: &str, value: f64) {
+        if labels.is_empty() {
+            let _ = writeln!(self.0, "{name} {value}");
+        } else {
+            let _ = writeln!(self.0, "{name}{{{labels}}} {value}");
+        }
+    }
+
+    fn one(&mut self, name: &str, kind: &str, help: &str, value: Option<f64>) {
+        self.family(name, kind, help);
+        if let Some(value) = value {
+            self.sample(name, "", value);
+        }
+    }
+}
+
+fn secs(d: std::time::Duration) -> f64 {
+    d.as_secs_f64()
+}
+
+/// The page. `now`: the listener's instant; `unix_now`: the same instant
+/// as seconds since the epoch (for the stop's start time).
+pub fn render(status: Option<&Status>, now: Instant, unix_now: f64) -> Reply {
+    let mut p = Page(String::with_capacity(4096));
+    p.family(
+        "drainit_build_info",
+        "gauge",
+        "Always 1; the version label says which drainit runs.",
+    );
+    p.sample(
+        "drainit_build_info",
+        &format!("version=\"{}\"", env!("CARGO_PKG_VERSION")),
+        1.0,
+    );
+    let stopping = status.is_some_and(|s| s.stopping());
+    p.one(
+        "drainit_stopping",
+        "gauge",
+        "1 once a stop has begun (signal, ECS or other trigger), else 0.",
+        Some(if stopping { 1.0 } else { 0.0 }),
+    );
+    let Some(s) = status else {
+        return reply(p);
+    };
+    p.one(
+        "drainit_stop_start_time_seconds",
+        "gauge",
+        "When the stop began, in seconds since the Unix epoch.",
+        s.stop_since
+            .map(|since| unix_now - secs(now.saturating_duration_since(since))),
+    );
+    p.one(
+        "drainit_deadline_remaining_seconds",
+        "gauge",
+        "Seconds left until drainit sends SIGKILL, while a deadline holds.",
+        s.deadline.map(|d| secs(d.saturating_duration_since(now))),
+    );
+    p.one(
+        "drainit_drain_sources",
+        "gauge",
+        "Drain sources configured.",
+        Some(s.sources.len() as f64),
+    );
+    p.one(
+        "drainit_drain_sources_ready",
+        "gauge",
+        "Drain sources that have reported ready during this stop.",
+        Some(s.sources.iter().filter(|x| x.ready).count() as f64),
+    );
+    p.one(
+        "drainit_drain_polls_total",
+        "counter",
+        "Drain rounds completed (every source asked once).",
+        Some(s.summary.drain_polls as f64),
+    );
+    p.one(
+        "drainit_app_in_flight",
+        "gauge",
+        "The app's in-flight count from its drain body (--drain-count-field), latest.",
+        s.in_flight.map(|n| n as f64),
+    );
+    p.family(
+        "drainit_signals_forwarded_total",
+        "counter",
+        "Signals drainit forwarded to the app, by signal.",
+    );
+    for (signo, n) in s.counters.forwarded.iter().enumerate() {
+        if *n > 0 {
+            let name = signal_name(signo as i32);
+            p.sample(
+                "drainit_signals_forwarded_total",
+                &format!("signal=\"{name}\""),
+                *n as f64,
+            );
+        }
+    }
+    p.one(
+        "drainit_orphans_reaped_total",
+        "counter",
+        "Processes other than the main child that drainit reaped.",
+        Some(s.summary.orphans_reaped as f64),
+    );
+    p.family(
+        "drainit_requests_total",
+        "counter",
+        "HTTP requests drainit made and that ended, by purpose and result.",
+    );
+    for (i, kind) in RequestKind::ALL.iter().enumerate() {
+        for (j, result) in RESULTS.iter().enumerate() {
+            p.sample(
+                "drainit_requests_total",
+                &format!("purpose=\"{}\",result=\"{result}\"", kind.name()),
+                s.counters.requests[i][j] as f64,
+            );
+        }
+    }
+    if let Some(on) = s.protected {
+        p.one(
+            "drainit_ecs_task_protected",
+            "gauge",
+            "1 while ECS task scale-in protection is on (as the agent last accepted).",
+            Some(if on { 1.0 } else { 0.0 }),
+        );
+        p.family(
+            "drainit_ecs_protection_requests_total",
+            "counter",
+            "Task-protection updates sent to the ECS agent, by result.",
+        );
+        let at = RequestKind::ALL
+            .iter()
+            .position(|k| *k == RequestKind::ProtectUpdate)
+            .unwrap_or(0);
+        for (j, result) in RESULTS.iter().enumerate() {
+            p.sample(
+                "drainit_ecs_protection_requests_total",
+                &format!("result=\"{result}\""),
+                s.counters.requests[at][j] as f64,
+            );
+        }
+    }
+    if let Some(n) = &s.summary.notify {
+        p.family(
+            "drainit_notify_messages_total",
+            "counter",
+            "sd_notify datagrams from allowed senders, by kind: accepted, or dropped (too long).",
+        );
+        p.sample(
+            "drainit_notify_messages_total",
+            "kind=\"accepted\"",
+            n.received as f64,
+        );
+        p.sample(
+            "drainit_notify_messages_total",
+            "kind=\"dropped\"",
+            n.dropped as f64,
+        );
+        p.one(
+            "drainit_notify_refused_total",
+            "counter",
+            "sd_notify datagrams refused for their sender (--notify-access).",
+            Some(n.refused as f64),
+        );
+    }
+    p.family(
+        "drainit_exit_outcome",
+        "gauge",
+        "1 for the run's outcome once it is known (drained, deadline, exited, signaled).",
+    );
+    if let Some(outcome) = s.outcome {
+        for name in OUTCOMES {
+            let v = if name == outcome.name() { 1.0 } else { 0.0 };
+            p.sample("drainit_exit_outcome", &format!("outcome=\"{name}\""), v);
+        }
+    }
+    reply(p)
+}
+
+fn reply(p: Page) -> Reply {
+    Reply {
+        status: 200,
+        content_type: CONTENT_TYPE,
+        body: p.0,
+    }
+}

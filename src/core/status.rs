@@ -1,0 +1,224 @@
+//! What the core publishes about a run: `Status`, a snapshot of the phase,
+//! the stop, the drain sources and the counters, taken by the shell after
+//! each turn and handed to the health listener only when it changed. The
+//! listener renders it (`core::health`, `core::metrics`) and never decides
+//! anything itself. The counters the exit report and `/metrics` share live
+//! here too (`Counters`).
+
+use std::time::Instant;
+
+use crate::core::machine::{Machine, Purpose};
+use crate::core::outcome::{Outcome, RunSummary};
+use crate::core::timeline::{Escalation, Phase};
+use crate::proto::http::{Failure, Response};
+
+/// Why a request was made, for the counters (a fixed set).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestKind {
+    Hook,
+    Drain,
+    EcsMetadata,
+    ProtectPoll,
+    ProtectUpdate,
+}
+
+impl RequestKind {
+    pub const ALL: [RequestKind; 5] = [
+        RequestKind::Hook,
+        RequestKind::Drain,
+        RequestKind::EcsMetadata,
+        RequestKind::ProtectPoll,
+        RequestKind::ProtectUpdate,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            RequestKind::Hook => "stop_hook",
+            RequestKind::Drain => "drain",
+            RequestKind::EcsMetadata => "ecs_metadata",
+            RequestKind::ProtectPoll => "protect_poll",
+            RequestKind::ProtectUpdate => "protect_update",
+        }
+    }
+
+    pub(super) fn of(purpose: Purpose) -> RequestKind {
+        match purpose {
+            Purpose::Hook(_) => RequestKind::Hook,
+            Purpose::Source(..) => RequestKind::Drain,
+            Purpose::EcsTask | Purpose::EcsContainer => RequestKind::EcsMetadata,
+            Purpose::ProtectPoll(_) => RequestKind::ProtectPoll,
+            Purpose::ProtectPut { .. } => RequestKind::ProtectUpdate,
+        }
+    }
+}
+
+/// How a request ended, for the counters (a fixed set).
+pub const RESULTS: [&str; 3] = ["2xx", "other_status", "failed"];
+
+/// The result's index in `RESULTS`.
+pub fn result_index(result: &Result<Response, Failure>) -> usize {
+    match result {
+        Ok(r) if (200..300).contains(&r.status) => 0,
+        Ok(_) => 1,
+        Err(_) => 2,
+    }
+}
+
+/// Counts the run keeps for `/status`, `/metrics` and the report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Counters {
+    /// Signals forwarded to the app, by the number sent (1-64).
+    pub forwarded: [u64; 65],
+    /// Requests answered, by `RequestKind` and `RESULTS`.
+    pub requests: [[u64; 3]; 5],
+}
+
+impl Default for Counters {
+    fn default() -> Counters {
+        Counters {
+            forwarded: [0; 65],
+            requests: [[0; 3]; 5],
+        }
+    }
+}
+
+impl Counters {
+    pub fn forwarded(&mut self, signo: i32) {
+        if let Some(n) = usize::try_from(signo)
+            .ok()
+            .and_then(|i| self.forwarded.get_mut(i))
+        {
+            *n += 1;
+        }
+    }
+
+    pub fn answered(&mut self, kind: RequestKind, result: &Result<Response, Failure>) {
+        let at = RequestKind::ALL
+            .iter()
+            .position(|k| *k == kind)
+            .unwrap_or(0);
+        self.requests[at][result_index(result)] += 1;
+    }
+}
+
+/// The run's phase as the listener names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    Running,
+    /// A stop began; the app has not got its stop signal yet (the pre-stop
+    /// delay, the hooks).
+    PreStop,
+    /// The app got its stop signal; drain sources are asked.
+    Draining,
+    /// The app reported ready; it may exit by itself.
+    Ready,
+    /// drainit sent SIGKILL.
+    Killed,
+    /// The main child is gone; drainit is finishing (orphan grace, report).
+    Exited,
+}
+
+impl Stage {
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Running => "running",
+            Stage::PreStop => "pre_stop",
+            Stage::Draining => "draining",
+            Stage::Ready => "ready",
+            Stage::Killed => "killed",
+            Stage::Exited => "exited",
+        }
+    }
+}
+
+/// One drain source as published.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceStatus {
+    pub kind: &'static str,
+    pub target: String,
+    pub ready: bool,
+    pub last: Option<String>,
+    pub at: Option<Instant>,
+}
+
+/// The snapshot the listener answers from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Status {
+    pub stage: Stage,
+    /// The program the child runs (its file name only).
+    pub program: String,
+    /// With `--notify`: whether the app said `READY=1`; None without it.
+    pub app_ready: Option<bool>,
+    /// When the stop began and the deadline that holds.
+    pub stop_since: Option<Instant>,
+    pub deadline: Option<Instant>,
+    pub sources: Vec<SourceStatus>,
+    /// What the exit report would say now.
+    pub summary: RunSummary,
+    pub counters: Counters,
+    /// The app's in-flight count (`--drain-count-field`): the latest.
+    pub in_flight: Option<u64>,
+    /// Task protection is on (as the agent last accepted), with ECS
+    /// protection configured.
+    pub protected: Option<bool>,
+    pub outcome: Option<Outcome>,
+}
+
+impl Status {
+    /// The stop has begun (readiness turns at this instant).
+    pub fn stopping(&self) -> bool {
+        self.stop_since.is_some()
+    }
+}
+
+impl Machine<'_> {
+    /// What the core publishes now; the shell compares it with the last
+    /// one and publishes it when it changed.
+    pub fn status(&self) -> Status {
+        let stage = match self.timeline.phase() {
+            _ if !self.timeline.child_alive() => Stage::Exited,
+            Phase::Running => Stage::Running,
+            Phase::PreStop { .. } | Phase::Hook { .. } => Stage::PreStop,
+            Phase::Draining { .. } => Stage::Draining,
+            Phase::Ready { .. }
+            | Phase::Killed {
+                reason: Escalation::Ready,
+                ..
+            } => Stage::Ready,
+            Phase::Killed { .. } => Stage::Killed,
+            Phase::OrphanGrace { .. } | Phase::Done { .. } => Stage::Exited,
+        };
+        let program = std::path::Path::new(&self.config.program)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let sources = self
+            .board
+            .sources
+            .iter()
+            .zip(self.probes.iter())
+            .enumerate()
+            .map(|(i, (s, probe))| SourceStatus {
+                kind: s.kind.name(),
+                target: probe.public_target(),
+                ready: s.ready,
+                last: s.last.as_ref().map(|a| a.summary()),
+                at: self.answered_at.get(i).copied().flatten(),
+            })
+            .collect();
+        let stop = self.timeline.stop();
+        Status {
+            stage,
+            program,
+            app_ready: self.notify.as_ref().map(|n| n.ready_after.is_some()),
+            stop_since: stop.map(|s| s.since),
+            deadline: self.deadline(),
+            sources,
+            summary: self.summary(),
+            counters: self.counters.clone(),
+            in_flight: self.in_flight.last,
+            protected: self.protection.as_ref().map(|p| p.is_on()),
+            outcome: self.outcome(),
+        }
+    }
+}

@@ -1,0 +1,544 @@
+//! The health listener (`--serve`): one thread, non-blocking sockets and
+//! `poll`, answering GET and HEAD from the status the core published
+//! (`Shared`), never deciding anything itself and never waiting on the
+//! event loop. Every resource a peer can make it spend has a bound:
+//! `MAX_CONNECTIONS` at once (`LOOPBACK_RESERVED` of them kept for
+//! loopback peers), a head of at most `http_request::HEAD_LIMIT`,
+//! `HEAD_TIMEOUT` to send it, one request per connection, no body read.
+//!
+//! `/readyz` and `/status` first let the loop catch up: the listener asks
+//! for a turn (`Shared::ask`, a SIGCHLD to the loop's thread) and answers
+//! once the loop has published with no other signal pending, or after
+//! `SYNC_WAIT`, so a request sent after a stop signal sees the stop.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use log::{error, warn};
+
+use crate::core::health::{self, Reply, Route};
+use crate::core::status::Status;
+use crate::io::threads::Waker;
+use crate::io::workers::Pool;
+use crate::proto::http::Target;
+use crate::proto::http_request::{self, Method, Parsed};
+
+/// Connections open at once; more are accepted and closed at once.
+pub const MAX_CONNECTIONS: usize = 64;
+/// Of those, kept for loopback peers (the container's own health check).
+pub const LOOPBACK_RESERVED: usize = 8;
+/// A connection that has not sent a whole head by then is closed; so is
+/// one whose answer could not be written by then.
+pub const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
+/// The longest `/readyz` or `/status` waits for the loop to catch up.
+pub const SYNC_WAIT: Duration = Duration::from_millis(100);
+/// The app's readiness URL gets this long.
+pub const APP_TIMEOUT: Duration = Duration::from_millis(800);
+/// After EMFILE or ENFILE, the listener is left alone this long.
+const BACKOFF: Duration = Duration::from_millis(100);
+
+/// The thread that asks `--ready-url`: one request at a time.
+static READY: Pool = Pool::new("drainit-ready", 1);
+
+/// What the loop published, and the last turn it served.
+#[derive(Default)]
+struct Published {
+    status: Option<Arc<Status>>,
+    /// The highest ask the loop has caught up with.
+    served: u64,
+    /// The app's readiness URL's last answer, not yet taken.
+    app: Option<Result<(), String>>,
+}
+
+/// Shared between the loop (which publishes) and the listener (which
+/// reads): a mutex held for a copy, an ask counter, and an eventfd that
+/// wakes the listener.
+pub struct Shared {
+    state: Mutex<Published>,
+    asked: AtomicU64,
+    wake: OwnedFd,
+}
+
+impl Shared {
+    pub fn new() -> io::Result<Arc<Shared>> {
+        // SAFETY: eventfd with flags; the fd is owned from here on.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Arc::new(Shared {
+            state: Mutex::new(Published::default()),
+            asked: AtomicU64::new(0),
+            // SAFETY: a fresh fd nobody else owns.
+            wake: unsafe { OwnedFd::from_raw_fd(fd) },
+        }))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Published> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The highest turn the listener asked for.
+    pub fn asked(&self) -> u64 {
+        self.asked.load(Ordering::Acquire)
+    }
+
+    /// The loop publishes: a new status (when it changed) and the ask it
+    /// caught up with (`u64::MAX`: the loop is over, nothing more comes).
+    pub fn publish(&self, status: Option<Status>, served: Option<u64>) {
+        {
+            let mut state = self.lock();
+            if let Some(status) = status {
+                state.status = Some(Arc::new(status));
+            }
+            if let Some(served) = served {
+                state.served = state.served.max(served);
+            }
+        }
+        self.wake();
+    }
+
+    fn wake(&self) {
+        let one = 1u64.to_ne_bytes();
+        // SAFETY: an 8-byte write to our eventfd; EAGAIN (counter full)
+        // means a wake-up is pending anyway.
+        unsafe { libc::write(self.wake.as_raw_fd(), one.as_ptr().cast(), 8) };
+    }
+
+    fn drain_wake(&self) {
+        let mut buf = [0u8; 8];
+        // SAFETY: an 8-byte read from our non-blocking eventfd.
+        unsafe { libc::read(self.wake.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
+    }
+}
+
+/// Binds `--serve`'s address before the child starts (non-blocking,
+/// close-on-exec: the child never inherits it).
+pub fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
+    let listener = TcpListener::bind(addr)?;
+    listener.set_nonblocking(true)?;
+    Ok(listener)
+}
+
+/// Starts the listener thread, and the `--ready-url` thread if needed
+/// (before the child, like every thread).
+pub fn start(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    loop_waker: Waker,
+    ready_url: Option<String>,
+) -> io::Result<()> {
+    if ready_url.is_some() {
+        READY.prestart(1)?;
+    }
+    let mut server = Server {
+        listener,
+        shared,
+        loop_waker,
+        ready_url,
+        conns: Vec::with_capacity(MAX_CONNECTIONS),
+        app_in_flight: false,
+        backoff_until: None,
+        said_accept_error: false,
+    };
+    crate::io::threads::spawn_thread(
+        "drainit-serve",
+        128 * 1024,
+        Box::new(move || {
+            let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| server.run()));
+            match run {
+                Ok(e) => error!("the health listener stopped: {e}; drainit goes on without it"),
+                Err(_) => error!("the health listener failed; drainit goes on without it"),
+            }
+        }),
+    )
+}
+
+/// Where a connection is.
+enum State {
+    /// Reading the head.
+    Reading(Vec<u8>),
+    /// Waiting for the loop to publish turn `ticket`.
+    Syncing {
+        ticket: u64,
+        since: Instant,
+        route: Route,
+        head: bool,
+    },
+    /// Waiting for the app's readiness URL.
+    AwaitApp { head: bool },
+    /// Writing the answer from `pos`.
+    Writing(Vec<u8>, usize),
+}
+
+struct Conn {
+    stream: TcpStream,
+    loopback: bool,
+    accepted: Instant,
+    state: State,
+    done: bool,
+}
+
+struct Server {
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    loop_waker: Waker,
+    ready_url: Option<String>,
+    conns: Vec<Conn>,
+    app_in_flight: bool,
+    backoff_until: Option<Instant>,
+    said_accept_error: bool,
+}
+
+impl Server {
+    /// Serves until an error of the listener itself; returns it.
+    fn run(&mut self) -> io::Error {
+        let mut fds: Vec<libc::pollfd> = Vec::with_capacity(MAX_CONNECTIONS + 2);
+        loop {
+            let now = Instant::now();
+            fds.clear();
+            fds.push(pollfd(self.shared.wake.as_raw_fd(), libc::POLLIN));
+            let listening = self.backoff_until.map_or(true, |t| now >= t);
+            if listening {
+                self.backoff_until = None;
+                fds.push(pollfd(self.listener.as_raw_fd(), libc::POLLIN));
+            }
+            for conn in &self.conns {
+                // A connection waiting for the loop or the app is not
+                // polled (a hang-up would wake the thread in a spin).
+                let (fd, events) = match conn.state {
+                    State::Reading(_) => (conn.stream.as_raw_fd(), libc::POLLIN),
+                    State::Writing(..) => (conn.stream.as_raw_fd(), libc::POLLOUT),
+                    _ => (-1, 0),
+                };
+                fds.push(pollfd(fd, events));
+            }
+            let timeout = self.next_timeout(now);
+            // SAFETY: `fds` is a valid array of pollfd of that length.
+            let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return e;
+                }
+                continue;
+            }
+            let now = Instant::now();
+            if fds[0].revents != 0 {
+                self.shared.drain_wake();
+            }
+            let first_conn = if listening { 2 } else { 1 };
+            // Connections first (their indices match `fds`), new ones after.
+            for (i, conn) in self.conns.iter_mut().enumerate() {
+                let revents = fds[first_conn + i].revents;
+                if revents != 0 {
+                    conn.progress(revents);
+                }
+            }
+            if listening && fds[1].revents != 0 {
+                if let Err(e) = self.accept(now) {
+                    return e;
+                }
+            }
+            self.advance(now);
+            self.conns.retain(|c| !c.done);
+        }
+    }
+
+    /// Milliseconds until the earliest timeout of a connection, a sync
+    /// wait or the backoff; -1 for none.
+    fn next_timeout(&self, now: Instant) -> libc::c_int {
+        let mut next: Option<Instant> = self.backoff_until;
+        let mut at = |t: Instant| next = Some(next.map_or(t, |n| n.min(t)));
+        for conn in &self.conns {
+            at(conn.accepted + HEAD_TIMEOUT);
+            if let State::Syncing { since, .. } = conn.state {
+                at(since + SYNC_WAIT);
+            }
+        }
+        match next {
+            None => -1,
+            Some(t) => {
+                let ms = t.saturating_duration_since(now).as_millis() + 1;
+                ms.min(60_000) as libc::c_int
+            }
+        }
+    }
+
+    /// Takes every waiting connection; beyond the bounds each is closed at
+    /// once.
+    fn accept(&mut self, now: Instant) -> Result<(), io::Error> {
+        // A bounded batch per turn, so a flood cannot keep the other
+        // connections from being served.
+        for _ in 0..MAX_CONNECTIONS * 2 {
+            match self.listener.accept() {
+                Ok((stream, peer)) => {
+                    let loopback = peer.ip().is_loopback()
+                        || matches!(peer.ip(), std::net::IpAddr::V6(ip)
+                            if ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback()));
+                    let outside = self.conns.iter().filter(|c| !c.loopback).count();
+                    let room = self.conns.len() < MAX_CONNECTIONS
+                        && (loopback || outside < MAX_CONNECTIONS - LOOPBACK_RESERVED);
+                    if !room || stream.set_nonblocking(true).is_err() {
+                        drop(stream);
+                        continue;
+                    }
+                    self.conns.push(Conn {
+                        stream,
+                        loopback,
+                        accepted: now,
+                        state: State::Reading(Vec::new()),
+                        done: false,
+                    });
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+                    ) =>
+                {
+                    // Out of descriptors: leave the listener for a moment
+                    // instead of spinning on it.
+                    if !std::mem::replace(&mut self.said_accept_error, true) {
+                        warn!("health listener: {e}; new connections wait (said once)");
+                    }
+                    self.backoff_until = Some(now + BACKOFF);
+                    return Ok(());
+                }
+                // The peer went away before it was taken: not ours.
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::ECONNABORTED | libc::EPROTO | libc::EPERM)
+                    ) =>
+                {
+                    continue
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves every connection on: heads parsed into answers or waits,
+    /// waits resolved, timeouts applied.
+    fn advance(&mut self, now: Instant) {
+        let (status, served, app) = {
+            let mut state = self.shared.lock();
+            (state.status.clone(), state.served, state.app.take())
+        };
+        if app.is_some() {
+            self.app_in_flight = false;
+        }
+        let mut want_app = false;
+        let mut ask = false;
+        for conn in &mut self.conns {
+            if conn.done {
+                continue;
+            }
+            if now >= conn.accepted + HEAD_TIMEOUT {
+                conn.done = true;
+                continue;
+            }
+            let State::Reading(buf) = &conn.state else {
+                continue;
+            };
+            {
+                match http_request::parse(buf) {
+                    Parsed::Partial => continue,
+                    Parsed::Refuse(code) => {
+                        conn.reply(Reply::text(code, http_request::reason(code)), false)
+                    }
+                    Parsed::Request { method, path } => {
+                        let head = method == Method::Head;
+                        let route = Route::of(&path);
+                        match (method, route) {
+                            (Method::Other, _) => {
+                                conn.reply(Reply::text(405, "only GET and HEAD"), false)
+                            }
+                            (_, Route::Readyz | Route::Status) => {
+                                ask = true;
+                                conn.state = State::Syncing {
+                                    ticket: 0,
+                                    since: now,
+                                    route,
+                                    head,
+                                };
+                            }
+                            (_, route) => {
+                                let reply = answer(route, status.as_deref(), now);
+                                conn.reply(reply, head);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if ask {
+            // One ask covers every request that came in this turn.
+            let ticket = self.shared.asked.fetch_add(1, Ordering::AcqRel) + 1;
+            for conn in &mut self.conns {
+                if let State::Syncing { ticket: t @ 0, .. } = &mut conn.state {
+                    *t = ticket;
+                }
+            }
+            self.loop_waker.wake();
+        }
+        for conn in &mut self.conns {
+            match conn.state {
+                State::Syncing {
+                    ticket,
+                    since,
+                    route,
+                    head,
+                } if served >= ticket || now >= since + SYNC_WAIT => {
+                    if route == Route::Readyz
+                        && self.ready_url.is_some()
+                        && health::readiness(status.as_deref()).is_ok()
+                    {
+                        want_app = true;
+                        conn.state = State::AwaitApp { head };
+                    } else {
+                        let reply = answer(route, status.as_deref(), now);
+                        conn.reply(reply, head);
+                    }
+                }
+                State::AwaitApp { head } if app.is_some() => {
+                    // Concurrent requests share the one answer.
+                    let reply = health::readyz(status.as_deref(), app.clone());
+                    conn.reply(reply, head);
+                }
+                _ => {}
+            }
+        }
+        if want_app && !self.app_in_flight {
+            self.ask_app();
+        }
+        // Answers just queued: write what the socket takes now.
+        for conn in &mut self.conns {
+            if let State::Writing(..) = conn.state {
+                conn.progress(libc::POLLOUT);
+            }
+        }
+    }
+
+    /// Asks `--ready-url` on its own thread; the answer wakes the listener.
+    fn ask_app(&mut self) {
+        let Some(url) = self.ready_url.clone() else {
+            return;
+        };
+        let shared = Arc::clone(&self.shared);
+        let job = Box::new(move || {
+            let target = Target {
+                method: "GET".into(),
+                url,
+            };
+            let answer = match crate::io::http::send_for_status(&target, APP_TIMEOUT) {
+                Ok(status) if (200..300).contains(&status) => Ok(()),
+                Ok(status) => Err(format!("HTTP {status}")),
+                Err(failure) => Err(failure.kind().to_string()),
+            };
+            shared.lock().app = Some(answer);
+            shared.wake();
+        });
+        if READY.submit(job).is_ok() {
+            self.app_in_flight = true;
+        } else {
+            self.shared.lock().app = Some(Err("cannot start the request".into()));
+        }
+    }
+}
+
+/// The answer of a route that needs nothing more than the status.
+fn answer(route: Route, status: Option<&Status>, now: Instant) -> Reply {
+    match route {
+        Route::Readyz => health::readyz(status, None),
+        Route::Healthz => health::healthz(status),
+        Route::Status => health::status_json(status, now, crate::io::logwriter::lost_total()),
+        Route::Metrics => {
+            let unix = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64());
+            crate::core::metrics::render(status, now, unix)
+        }
+        Route::NotFound => Reply::text(404, "not found"),
+    }
+}
+
+impl Conn {
+    fn reply(&mut self, reply: Reply, head: bool) {
+        let bytes = http_request::render(
+            reply.status,
+            reply.content_type,
+            reply.body.as_bytes(),
+            head,
+        );
+        self.state = State::Writing(bytes, 0);
+    }
+
+    /// Reads or writes what the socket allows now.
+    fn progress(&mut self, revents: libc::c_short) {
+        match &mut self.state {
+            State::Reading(buf) => {
+                if revents & (libc::POLLERR | libc::POLLNVAL) != 0 {
+                    self.done = true;
+                    return;
+                }
+                let mut chunk = [0u8; 2048];
+                match self.stream.read(&mut chunk) {
+                    // Closed before a whole head: nothing to answer.
+                    Ok(0) => self.done = true,
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    Err(e) if retry(&e) => {}
+                    Err(_) => self.done = true,
+                }
+            }
+            State::Writing(out, pos) => {
+                while *pos < out.len() {
+                    match self.stream.write(&out[*pos..]) {
+                        Ok(0) => break,
+                        Ok(n) => *pos += n,
+                        Err(e) if retry(&e) => return,
+                        Err(_) => {
+                            self.done = true;
+                            return;
+                        }
+                    }
+                }
+                let _ = self.stream.shutdown(Shutdown::Write);
+                // What the peer sent beyond the head, read so the close
+                // does not reset the answer away (a bounded amount).
+                let mut sink = [0u8; 2048];
+                for _ in 0..8 {
+                    match self.stream.read(&mut sink) {
+                        Ok(n) if n > 0 => continue,
+                        _ => break,
+                    }
+                }
+                self.done = true;
+            }
+            _ => {}
+        }
+    }
+}
+
+fn retry(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+    )
+}
+
+fn pollfd(fd: RawFd, events: libc::c_short) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events,
+        revents: 0,
+    }
+}
