@@ -681,6 +681,7 @@ mod tests {
         match Config::from_raw(raw, &|name| vars.get(name).cloned())? {
             Request::Run(config) => Ok(*config),
             Request::License => Err(UsageError("license".into())),
+            Request::Probe(_) => Err(UsageError("probe".into())),
         }
     }
 

@@ -11,13 +11,13 @@ use std::time::{Duration, Instant};
 
 use log::{debug, error, info, warn};
 
+use crate::core::counters::{Counters, RequestKind};
 use crate::core::ecs::{Protection, Watch};
 use crate::core::event::Answer;
 use crate::core::event::{Action, Input, Lane, Token};
 use crate::core::outcome::{Ended, Outcome, RunSummary, Trigger};
 use crate::core::settings::Config;
 use crate::core::sources::{Board, Probe};
-use crate::core::status::{Counters, RequestKind};
 use crate::core::timeline::{
     self, Escalation, Event, Phase, Request, Settings, Stop, Ticket, Timeline,
 };
@@ -42,6 +42,17 @@ pub(super) enum Purpose {
         enabled: bool,
         sent_at: Instant,
     },
+}
+
+/// What the counters call a request made for `purpose`.
+fn request_kind(purpose: Purpose) -> RequestKind {
+    match purpose {
+        Purpose::Hook(_) => RequestKind::Hook,
+        Purpose::Source(..) => RequestKind::Drain,
+        Purpose::EcsTask | Purpose::EcsContainer => RequestKind::EcsMetadata,
+        Purpose::ProtectPoll(_) => RequestKind::ProtectPoll,
+        Purpose::ProtectPut { .. } => RequestKind::ProtectUpdate,
+    }
 }
 
 /// A command the core started and has not heard the end of.
@@ -575,7 +586,7 @@ impl<'a> Machine<'a> {
         let Some(purpose) = self.take_request(token) else {
             return;
         };
-        self.counters.answered(RequestKind::of(purpose), &result);
+        self.counters.answered(request_kind(purpose), &result);
         match purpose {
             Purpose::Hook(ticket) if !self.timeline.awaits(ticket) => {
                 debug!("ignoring a late answer: the stop moved on without it");

@@ -7,8 +7,9 @@
 use std::fmt::Write as _;
 use std::time::Instant;
 
+use crate::core::counters::{RequestKind, RESULTS};
 use crate::core::health::Reply;
-use crate::core::status::{RequestKind, Status, RESULTS};
+use crate::core::status::Status;
 use crate::util::signame::signal_name;
 
 /// The exposition format's content type.

@@ -1,5 +1,6 @@
 //! Pure decisions: takes `now` as a value and never makes a syscall.
 
+pub mod counters;
 pub mod drain;
 pub mod ecs;
 pub mod event;

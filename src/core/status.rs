@@ -2,104 +2,14 @@
 //! the stop, the drain sources and the counters, taken by the shell after
 //! each turn and handed to the health listener only when it changed. The
 //! listener renders it (`core::health`, `core::metrics`) and never decides
-//! anything itself. The counters the exit report and `/metrics` share live
-//! here too (`Counters`).
+//! anything itself.
 
 use std::time::Instant;
 
-use crate::core::machine::{Machine, Purpose};
+use crate::core::counters::Counters;
+use crate::core::machine::Machine;
 use crate::core::outcome::{Outcome, RunSummary};
 use crate::core::timeline::{Escalation, Phase};
-use crate::proto::http::{Failure, Response};
-
-/// Why a request was made, for the counters (a fixed set).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RequestKind {
-    Hook,
-    Drain,
-    EcsMetadata,
-    ProtectPoll,
-    ProtectUpdate,
-}
-
-impl RequestKind {
-    pub const ALL: [RequestKind; 5] = [
-        RequestKind::Hook,
-        RequestKind::Drain,
-        RequestKind::EcsMetadata,
-        RequestKind::ProtectPoll,
-        RequestKind::ProtectUpdate,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            RequestKind::Hook => "stop_hook",
-            RequestKind::Drain => "drain",
-            RequestKind::EcsMetadata => "ecs_metadata",
-            RequestKind::ProtectPoll => "protect_poll",
-            RequestKind::ProtectUpdate => "protect_update",
-        }
-    }
-
-    pub(super) fn of(purpose: Purpose) -> RequestKind {
-        match purpose {
-            Purpose::Hook(_) => RequestKind::Hook,
-            Purpose::Source(..) => RequestKind::Drain,
-            Purpose::EcsTask | Purpose::EcsContainer => RequestKind::EcsMetadata,
-            Purpose::ProtectPoll(_) => RequestKind::ProtectPoll,
-            Purpose::ProtectPut { .. } => RequestKind::ProtectUpdate,
-        }
-    }
-}
-
-/// How a request ended, for the counters (a fixed set).
-pub const RESULTS: [&str; 3] = ["2xx", "other_status", "failed"];
-
-/// The result's index in `RESULTS`.
-pub fn result_index(result: &Result<Response, Failure>) -> usize {
-    match result {
-        Ok(r) if (200..300).contains(&r.status) => 0,
-        Ok(_) => 1,
-        Err(_) => 2,
-    }
-}
-
-/// Counts the run keeps for `/status`, `/metrics` and the report.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Counters {
-    /// Signals forwarded to the app, by the number sent (1-64).
-    pub forwarded: [u64; 65],
-    /// Requests answered, by `RequestKind` and `RESULTS`.
-    pub requests: [[u64; 3]; 5],
-}
-
-impl Default for Counters {
-    fn default() -> Counters {
-        Counters {
-            forwarded: [0; 65],
-            requests: [[0; 3]; 5],
-        }
-    }
-}
-
-impl Counters {
-    pub fn forwarded(&mut self, signo: i32) {
-        if let Some(n) = usize::try_from(signo)
-            .ok()
-            .and_then(|i| self.forwarded.get_mut(i))
-        {
-            *n += 1;
-        }
-    }
-
-    pub fn answered(&mut self, kind: RequestKind, result: &Result<Response, Failure>) {
-        let at = RequestKind::ALL
-            .iter()
-            .position(|k| *k == kind)
-            .unwrap_or(0);
-        self.requests[at][result_index(result)] += 1;
-    }
-}
 
 /// The run's phase as the listener names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
