@@ -515,10 +515,11 @@ impl Config {
             serve,
             ready_url,
             drain_count_field,
-            emf: env
-                .flag("emf")?
-                .then(|| env.value_or_default("emf-namespace", parse_namespace))
-                .transpose()?,
+            // Checked even without --emf: a bad value is a mistake anyway.
+            emf: {
+                let namespace = env.value_or_default("emf-namespace", parse_namespace)?;
+                env.flag("emf")?.then_some(namespace)
+            },
             notices,
         })))
     }

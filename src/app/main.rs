@@ -130,6 +130,17 @@ pub fn main() -> ExitCode {
             log::info!(target: logging::REPORT_TARGET, "{report}");
         }
     }
+    if let Some(namespace) = &config.emf {
+        // A bare JSON line (no log prefix in either format): CloudWatch
+        // extracts metrics only from a log event that is the object itself.
+        summary.log_lines_dropped = logwriter::lost_total();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let mut line = crate::core::emf::line(&outcome, code, &summary, namespace, now);
+        line.push('\n');
+        logwriter::write(line.into_bytes());
+    }
     // The writer gets a moment for the last lines; the exit code never
     // waits for a stderr nobody reads.
     logwriter::flush(EXIT_FLUSH);

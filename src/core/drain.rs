@@ -158,7 +158,10 @@ impl Machine<'_> {
         if !self.timeline.awaits(ticket) {
             return debug!("ignoring a late answer: the stop moved on without it");
         }
-        let reading = drain_body::evaluate(result, &self.config.drain_field);
+        let mut reading = drain_body::evaluate(result, &self.config.drain_field);
+        if let Some(n) = self.read_count(result) {
+            reading.summary.push_str(&format!(", in flight {n}"));
+        }
         self.last_drain = Some(reading.summary.clone());
         let answer = match (result, reading.ready) {
             (_, true) => Answer::Ready,
@@ -166,6 +169,31 @@ impl Machine<'_> {
             (Ok(_), false) => Answer::NotReady(reading.summary),
         };
         self.on_answer(now, ticket, index, answer);
+    }
+
+    /// The app's in-flight count in a drain body (`--drain-count-field`),
+    /// recorded for the report and the listener. A field that is missing or
+    /// not a whole number is said once and nothing is recorded: no count is
+    /// better than a wrong one.
+    pub(super) fn read_count(&mut self, result: &Result<Response, Failure>) -> Option<u64> {
+        let pointer = self.config.drain_count_field.as_deref()?;
+        match drain_body::count(result, pointer)? {
+            Ok(n) => {
+                self.in_flight.last = Some(n);
+                if self.timeline.stop().is_some() {
+                    self.in_flight.at_stop.get_or_insert(n);
+                    self.in_flight.max = Some(self.in_flight.max.map_or(n, |m| m.max(n)));
+                }
+                Some(n)
+            }
+            Err(why) => {
+                self.in_flight.last = None;
+                if !std::mem::replace(&mut self.count_unreadable, true) {
+                    warn!("--drain-count-field {pointer}: {why} in the drain body; no in-flight count is reported (said once)");
+                }
+                None
+            }
+        }
     }
 
     /// A drain source answered: logged when its answer changes (so a

@@ -15,7 +15,7 @@ use crate::core::counters::{Counters, RequestKind};
 use crate::core::ecs::{Protection, Watch};
 use crate::core::event::Answer;
 use crate::core::event::{Action, Input, Lane, Token};
-use crate::core::outcome::{Ended, Outcome, RunSummary, Trigger};
+use crate::core::outcome::{EcsNames, Ended, InFlight, Outcome, RunSummary, Trigger};
 use crate::core::settings::Config;
 use crate::core::sources::{Board, Probe};
 use crate::core::timeline::{
@@ -118,17 +118,8 @@ pub struct Machine<'a> {
     pub(super) counters: Counters,
     /// The app's in-flight count (`--drain-count-field`).
     pub(super) in_flight: InFlight,
-}
-
-/// The app's in-flight count as read from drain bodies.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct InFlight {
-    /// The first count read after the stop began.
-    pub at_stop: Option<u64>,
-    /// The highest read during the stop.
-    pub max: Option<u64>,
-    /// The latest read, running or stopping.
-    pub last: Option<u64>,
+    /// `--drain-count-field` could not be read (said once).
+    pub(super) count_unreadable: bool,
 }
 
 /// The timeline's settings from the configuration.
@@ -263,6 +254,7 @@ impl<'a> Machine<'a> {
             answered_at: Vec::new(),
             counters: Counters::default(),
             in_flight: InFlight::default(),
+            count_unreadable: false,
         }
     }
 
@@ -669,6 +661,20 @@ impl<'a> Machine<'a> {
             sources: self.board.report(),
             notify: self.notify_report(),
             log_lines_dropped: 0,
+            in_flight: self
+                .config
+                .drain_count_field
+                .as_ref()
+                .map(|_| self.in_flight),
+            ecs_names: self
+                .watch
+                .as_ref()
+                .and_then(|w| w.task.as_ref())
+                .map(|t| EcsNames {
+                    cluster: t.cluster.clone(),
+                    family: t.family.clone(),
+                    service: t.service_name.clone(),
+                }),
         }
     }
 }

@@ -58,6 +58,10 @@ fn config() -> Config {
         notify: None,
         grace_max: Some(ms(10_000)),
         notices: Vec::new(),
+        serve: None,
+        ready_url: None,
+        drain_count_field: None,
+        emf: None,
     }
 }
 

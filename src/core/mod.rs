@@ -3,6 +3,7 @@
 pub mod counters;
 pub mod drain;
 pub mod ecs;
+pub mod emf;
 pub mod event;
 pub mod health;
 pub mod machine;

@@ -109,6 +109,29 @@ pub struct RunSummary {
     pub notify: Option<NotifyReport>,
     /// Log lines dropped because stderr was not read fast enough.
     pub log_lines_dropped: u64,
+    /// With `--drain-count-field`: the app's in-flight count.
+    pub in_flight: Option<InFlight>,
+    /// The ECS task's names, for the metrics' dimensions (not reported).
+    pub ecs_names: Option<EcsNames>,
+}
+
+/// The app's in-flight count as read from drain bodies.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InFlight {
+    /// The first count read after the stop began.
+    pub at_stop: Option<u64>,
+    /// The highest read during the stop.
+    pub max: Option<u64>,
+    /// The latest read, running or stopping.
+    pub last: Option<u64>,
+}
+
+/// What the task metadata names this task by.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EcsNames {
+    pub cluster: String,
+    pub family: String,
+    pub service: String,
 }
 
 /// The exit report's `notify` object.
@@ -160,6 +183,9 @@ pub fn report(outcome: &Outcome, exit_code: u8, summary: &RunSummary) -> Value {
         "sources": summary.sources,
         "log_lines_dropped": summary.log_lines_dropped,
     });
+    if let Some(f) = &summary.in_flight {
+        report["in_flight"] = json!({"at_stop": f.at_stop, "max": f.max, "last": f.last});
+    }
     if let Some(n) = &summary.notify {
         report["notify"] = json!({
             "ready_ms": n.ready_ms,
@@ -217,6 +243,8 @@ mod tests {
             sources: vec![json!({"kind": "file", "target": "/tmp/done", "ready": true})],
             notify: None,
             log_lines_dropped: 3,
+            in_flight: None,
+            ecs_names: None,
         };
         let r = report(&Outcome::Drained, 0, &summary);
         assert_eq!(r["outcome"], "drained");

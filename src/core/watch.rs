@@ -131,6 +131,10 @@ impl Machine<'_> {
         index: usize,
         result: Result<Response, Failure>,
     ) {
+        if self.protection.is_none() {
+            return;
+        }
+        self.read_count(&result);
         let Some(protection) = &mut self.protection else {
             return;
         };

@@ -138,6 +138,25 @@ pub fn evaluate(result: &Result<Response, Failure>, pointer: &str) -> Reading {
     }
 }
 
+/// The app's in-flight count at `pointer` in a JSON drain body
+/// (`--drain-count-field`): None when the answer is not a JSON body at all
+/// (nothing to read), `Err` when the field is missing or not a whole
+/// non-negative number (never a guess).
+pub fn count(
+    result: &Result<Response, Failure>,
+    pointer: &str,
+) -> Option<Result<u64, &'static str>> {
+    let response = result.as_ref().ok()?;
+    if !is_json(response.content_type.as_deref()) {
+        return None;
+    }
+    let value = crate::proto::json::parse(&response.body).ok()?;
+    Some(match value.pointer(pointer) {
+        None => Err("no such field"),
+        Some(v) => v.as_u64().ok_or("not a whole non-negative number"),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,6 +179,17 @@ mod tests {
     }
 
     const FIELD: &str = "/readyForTermination";
+
+    #[test]
+    fn counts_are_whole_numbers_or_nothing() {
+        let body = r#"{"activeExecutions":3,"x":{"n":1.5},"s":"4","neg":-1}"#;
+        assert_eq!(count(&json(200, body), "/activeExecutions"), Some(Ok(3)));
+        assert!(matches!(count(&json(200, body), "/x/n"), Some(Err(_))));
+        assert!(matches!(count(&json(200, body), "/s"), Some(Err(_))));
+        assert!(matches!(count(&json(200, body), "/neg"), Some(Err(_))));
+        assert!(matches!(count(&json(200, body), "/missing"), Some(Err(_))));
+        assert_eq!(count(&plain(200, Some("text/plain")), "/a"), None);
+    }
 
     #[test]
     fn json_decides_by_the_boolean() {

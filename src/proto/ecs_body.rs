@@ -14,6 +14,10 @@ pub struct Task {
     pub revision: String,
     pub launch_type: String,
     pub desired_status: String,
+    /// The cluster's name (the last part of an ARN), and the service's
+    /// where the metadata has it (agents since 1.63).
+    pub cluster: String,
+    pub service_name: String,
     /// (DockerId, Name, DesiredStatus) of each container.
     pub containers: Vec<(String, String, String)>,
 }
@@ -68,6 +72,12 @@ pub fn parse_task(body: &[u8]) -> Result<Task, String> {
         revision: text(&value, "Revision"),
         launch_type: text(&value, "LaunchType"),
         desired_status,
+        cluster: text(&value, "Cluster")
+            .rsplit('/')
+            .next()
+            .unwrap_or_default()
+            .to_string(),
+        service_name: text(&value, "ServiceName"),
         containers,
     })
 }
