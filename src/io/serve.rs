@@ -140,14 +140,14 @@ pub fn start(
         shared,
         loop_waker,
         ready_url,
-        conns: Vec::with_capacity(MAX_CONNECTIONS),
+        conns: Vec::new(),
         app_in_flight: false,
         backoff_until: None,
         said_accept_error: false,
     };
     crate::io::threads::spawn_thread(
         "drainit-serve",
-        128 * 1024,
+        64 * 1024,
         Box::new(move || {
             let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| server.run()));
             match run {
@@ -197,7 +197,7 @@ struct Server {
 impl Server {
     /// Serves until an error of the listener itself; returns it.
     fn run(&mut self) -> io::Error {
-        let mut fds: Vec<libc::pollfd> = Vec::with_capacity(MAX_CONNECTIONS + 2);
+        let mut fds: Vec<libc::pollfd> = Vec::new();
         loop {
             let now = Instant::now();
             fds.clear();
@@ -490,7 +490,7 @@ impl Conn {
                     self.done = true;
                     return;
                 }
-                let mut chunk = [0u8; 2048];
+                let mut chunk = [0u8; 1024];
                 match self.stream.read(&mut chunk) {
                     // Closed before a whole head: nothing to answer.
                     Ok(0) => self.done = true,
@@ -514,8 +514,8 @@ impl Conn {
                 let _ = self.stream.shutdown(Shutdown::Write);
                 // What the peer sent beyond the head, read so the close
                 // does not reset the answer away (a bounded amount).
-                let mut sink = [0u8; 2048];
-                for _ in 0..8 {
+                let mut sink = [0u8; 1024];
+                for _ in 0..16 {
                     match self.stream.read(&mut sink) {
                         Ok(n) if n > 0 => continue,
                         _ => break,
