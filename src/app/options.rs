@@ -523,7 +523,9 @@ pub fn reference() -> String {
                 let _ = write!(names, "`-{short}`, ");
             }
             let _ = write!(names, "`--{}", opt.long);
-            if !opt.value.is_empty() {
+            if opt.kind == Kind::Optional {
+                let _ = write!(names, " [{}]", opt.value);
+            } else if !opt.value.is_empty() {
                 let _ = write!(names, " {}", opt.value);
             }
             names.push('`');

@@ -156,6 +156,7 @@ pub fn run(
 /// Starts the health listener on the loop's thread (its asks wake this
 /// thread); a failure is one line and the run goes on without it.
 fn start_listener(config: &Config, listener: TcpListener) -> Option<Publisher> {
+    let addr = listener.local_addr().ok();
     let started = Shared::new().and_then(|shared| {
         let waker = threads::Waker::for_this_thread();
         serve::start(
@@ -167,7 +168,12 @@ fn start_listener(config: &Config, listener: TcpListener) -> Option<Publisher> {
         Ok(shared)
     });
     match started {
-        Ok(shared) => Some(Publisher::new(shared)),
+        Ok(shared) => {
+            if let Some(addr) = addr {
+                log::info!("health listener on {addr}: /readyz, /healthz, /status, /metrics");
+            }
+            Some(Publisher::new(shared))
+        }
         Err(e) => {
             error!("cannot start the health listener: {e}; drainit goes on without it");
             None
