@@ -4,7 +4,9 @@
 //! event loop. Every resource a peer can make it spend has a bound:
 //! `MAX_CONNECTIONS` at once (`LOOPBACK_RESERVED` of them kept for
 //! loopback peers), a head of at most `http_request::HEAD_LIMIT`,
-//! `HEAD_TIMEOUT` to send it, one request per connection, no body read.
+//! `HEAD_TIMEOUT` to send it (and when the listener is full, a connection
+//! silent for `EVICT_AFTER` gives its place to a new one), one request per
+//! connection, no body read.
 //!
 //! `/readyz` and `/status` first let the loop catch up: the listener asks
 //! for a turn (`Shared::ask`, a SIGCHLD to the loop's thread) and answers
@@ -34,6 +36,9 @@ pub const LOOPBACK_RESERVED: usize = 8;
 /// A connection that has not sent a whole head by then is closed; so is
 /// one whose answer could not be written by then.
 pub const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
+/// When the listener is full, a connection that has not sent a whole head
+/// this long may be closed to make room for a new one.
+pub const EVICT_AFTER: Duration = Duration::from_secs(1);
 /// The longest `/readyz` or `/status` waits for the loop to catch up.
 pub const SYNC_WAIT: Duration = Duration::from_millis(100);
 /// The app's readiness URL gets this long.
@@ -270,7 +275,9 @@ impl Server {
     }
 
     /// Takes every waiting connection; beyond the bounds each is closed at
-    /// once.
+    /// once. (Not inlined, like `advance` and `progress`: the idle loop's
+    /// stack frame stays small, so the idle thread touches few pages.)
+    #[inline(never)]
     fn accept(&mut self, now: Instant) -> Result<(), io::Error> {
         // A bounded batch per turn, so a flood cannot keep the other
         // connections from being served.
@@ -280,9 +287,7 @@ impl Server {
                     let loopback = peer.ip().is_loopback()
                         || matches!(peer.ip(), std::net::IpAddr::V6(ip)
                             if ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback()));
-                    let outside = self.conns.iter().filter(|c| !c.loopback).count();
-                    let room = self.conns.len() < MAX_CONNECTIONS
-                        && (loopback || outside < MAX_CONNECTIONS - LOOPBACK_RESERVED);
+                    let room = self.room(loopback) || self.evict(now, loopback);
                     if !room || stream.set_nonblocking(true).is_err() {
                         drop(stream);
                         continue;
@@ -326,8 +331,43 @@ impl Server {
         Ok(())
     }
 
+    /// Whether a peer (loopback or not) may have one more connection.
+    fn room(&self, loopback: bool) -> bool {
+        let open = self.conns.iter().filter(|c| !c.done);
+        let (all, outside) = open.fold((0, 0), |(a, o), c| (a + 1, o + usize::from(!c.loopback)));
+        all < MAX_CONNECTIONS && (loopback || outside < MAX_CONNECTIONS - LOOPBACK_RESERVED)
+    }
+
+    /// Makes room by closing the connection that has waited longest, over
+    /// `EVICT_AFTER`, without sending a whole head: idle connections cannot
+    /// hold the listener for their whole `HEAD_TIMEOUT`. An outside peer
+    /// only ever takes an outside connection's place; a loopback peer takes
+    /// an outside one first.
+    fn evict(&mut self, now: Instant, loopback: bool) -> bool {
+        let victim = self
+            .conns
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| {
+                !c.done
+                    && matches!(c.state, State::Reading(_))
+                    && now.saturating_duration_since(c.accepted) >= EVICT_AFTER
+                    && (loopback || !c.loopback)
+            })
+            .min_by_key(|(_, c)| (c.loopback, c.accepted))
+            .map(|(i, _)| i);
+        match victim {
+            Some(i) => {
+                self.conns[i].done = true;
+                self.room(loopback)
+            }
+            None => false,
+        }
+    }
+
     /// Moves every connection on: heads parsed into answers or waits,
     /// waits resolved, timeouts applied.
+    #[inline(never)]
     fn advance(&mut self, now: Instant) {
         let (status, served, app) = {
             let mut state = self.shared.lock();
@@ -455,7 +495,10 @@ impl Server {
     }
 }
 
-/// The answer of a route that needs nothing more than the status.
+/// The answer of a route that needs nothing more than the status. Never
+/// inlined: its formatting's stack frame is touched only when a request
+/// comes, not by the idle loop.
+#[inline(never)]
 fn answer(route: Route, status: Option<&Status>, now: Instant) -> Reply {
     match route {
         Route::Readyz => health::readyz(status, None),
@@ -483,6 +526,7 @@ impl Conn {
     }
 
     /// Reads or writes what the socket allows now.
+    #[inline(never)]
     fn progress(&mut self, revents: libc::c_short) {
         match &mut self.state {
             State::Reading(buf) => {
