@@ -37,6 +37,8 @@ pub struct Note {
     pub extend: Option<Duration>,
     /// The latest `STATUS=` text, already cut to `notify_msg::STATUS_MAX`.
     pub status: Option<Vec<u8>>,
+    /// Accepted messages by what they carry (`notify_msg::KINDS`).
+    pub kinds: [u64; 6],
 }
 
 /// One thing that happened.

@@ -72,6 +72,8 @@ pub struct NotifyState {
     pub(super) status: Option<Vec<u8>>,
     pub(super) received: u64,
     pub(super) refused: u64,
+    /// Accepted messages by `notify_msg::KINDS`.
+    pub(super) kinds: [u64; 6],
     pub(super) dropped: u64,
     pub(super) stop_to_ready_word_ms: Option<u64>,
     pub(super) said_extend: Option<Instant>,

@@ -10,6 +10,7 @@ use std::time::Instant;
 use crate::core::counters::{RequestKind, RESULTS};
 use crate::core::health::Reply;
 use crate::core::status::Status;
+use crate::proto::notify_msg::KINDS;
 use crate::util::signame::signal_name;
 
 /// The exposition format's content type.
@@ -165,21 +166,24 @@ pub fn render(status: Option<&Status>, now: Instant, unix_now: f64) -> Reply {
             );
         }
     }
-    if let Some(n) = &s.summary.notify {
+    if let (Some(n), Some(kinds)) = (&s.summary.notify, s.notify_kinds) {
         p.family(
             "drainit_notify_messages_total",
             "counter",
-            "sd_notify datagrams from allowed senders, by kind: accepted, or dropped (too long).",
+            "sd_notify messages accepted, by what they carry (one message may count under several kinds).",
         );
-        p.sample(
-            "drainit_notify_messages_total",
-            "kind=\"accepted\"",
-            n.received as f64,
-        );
-        p.sample(
-            "drainit_notify_messages_total",
-            "kind=\"dropped\"",
-            n.dropped as f64,
+        for (kind, count) in KINDS.iter().zip(kinds) {
+            p.sample(
+                "drainit_notify_messages_total",
+                &format!("kind=\"{kind}\""),
+                count as f64,
+            );
+        }
+        p.one(
+            "drainit_notify_dropped_total",
+            "counter",
+            "sd_notify datagrams dropped for their size.",
+            Some(n.dropped as f64),
         );
         p.one(
             "drainit_notify_refused_total",

@@ -49,6 +49,9 @@ impl Machine<'_> {
         };
         n.received += note.received;
         n.refused += note.refused;
+        for (all, new) in n.kinds.iter_mut().zip(note.kinds) {
+            *all += new;
+        }
         n.dropped += note.dropped;
         if let (Some(at), None) = (note.ready_at, n.ready_after) {
             let after = at.saturating_duration_since(self.started);

@@ -71,6 +71,8 @@ pub struct Status {
     /// Task protection is on (as the agent last accepted), with ECS
     /// protection configured.
     pub protected: Option<bool>,
+    /// With `--notify`: accepted messages by `notify_msg::KINDS`.
+    pub notify_kinds: Option<[u64; 6]>,
     pub outcome: Option<Outcome>,
 }
 
@@ -128,6 +130,7 @@ impl Machine<'_> {
             counters: self.counters.clone(),
             in_flight: self.in_flight.last,
             protected: self.protection.as_ref().map(|p| p.is_on()),
+            notify_kinds: self.notify.as_ref().map(|n| n.kinds),
             outcome: self.outcome(),
         }
     }

@@ -18,7 +18,7 @@ use log::{debug, info, warn};
 
 use crate::core::event::{Input, Note};
 use crate::io::threads::Outbox;
-use crate::proto::notify_msg::{parse, Access, Message, STATUS_MAX};
+use crate::proto::notify_msg::{kinds, parse, Access, Message, STATUS_MAX};
 use crate::util::text::escape;
 
 /// A datagram longer than this is dropped whole (and counted).
@@ -315,6 +315,10 @@ pub struct Reader {
     pub child: std::sync::Arc<std::sync::atomic::AtomicI32>,
     /// drainit's own `NOTIFY_SOCKET`, to relay to.
     pub outer: Option<OsString>,
+    /// With the health listener: counts and STATUS are handed over at
+    /// least this often (at most one wake-up per period), not only with
+    /// what the stop waits for.
+    pub every: Option<Duration>,
 }
 
 /// Starts the reader thread.
@@ -394,6 +398,19 @@ fn receive(fd: RawFd, buf: &mut [u8; MAX_DATAGRAM]) -> io::Result<Received> {
     }
 }
 
+/// Waits at most `timeout` for `fd` to have a datagram; false when the
+/// time ran out (an error counts as readable: `receive` reports it).
+fn readable_within(fd: std::os::fd::RawFd, timeout: Duration) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
+    // SAFETY: one valid pollfd.
+    unsafe { libc::poll(&mut p, 1, ms) != 0 }
+}
+
 impl Reader {
     /// Reads, checks the sender, parses and hands each message to the loop;
     /// what a message means for the stop is the core's to decide. Logs what
@@ -420,7 +437,17 @@ impl Reader {
         let mut said_unknown = false;
         let mut said_stopping = false;
         let fd = self.socket.fd.as_raw_fd();
+        let mut handed = Instant::now();
         loop {
+            if let Some(every) = self.every.filter(|_| pending != Note::default()) {
+                let left = (handed + every).saturating_duration_since(Instant::now());
+                if !readable_within(fd, left) {
+                    self.outbox
+                        .send(Input::Notify(std::mem::take(&mut pending)));
+                    handed = Instant::now();
+                    continue;
+                }
+            }
             let received = match receive(fd, &mut buf) {
                 Ok(r) => r,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -473,6 +500,9 @@ impl Reader {
             let status_changed = m.status.is_some_and(|s| last.set_status(s));
             pending.received += 1;
             pending.at = Some(now);
+            for (count, has) in pending.kinds.iter_mut().zip(kinds(&m)) {
+                *count += u64::from(has);
+            }
             if let Some(status) = m.status {
                 pending.status = Some(status[..status.len().min(STATUS_MAX)].to_vec());
             }
@@ -485,6 +515,7 @@ impl Reader {
             // wait for it, or for the exit's flush.
             if m.drained || m.extend.is_some() || (m.ready && !ready_sent) {
                 ready_sent |= pending.ready_at.is_some();
+                handed = now;
                 self.outbox
                     .send(Input::Notify(std::mem::take(&mut pending)));
             }

@@ -62,6 +62,30 @@ const KNOWN_IGNORED: [&[u8]; 14] = [
 /// Parses one datagram: newline-separated `NAME=VALUE` lines. Lines without
 /// `=`, empty lines, unknown names and values other than the ones listed
 /// change nothing.
+/// What a message carries, for the counters: a fixed set of labels.
+pub const KINDS: [&str; 6] = [
+    "ready",
+    "status",
+    "stopping",
+    "extend_timeout",
+    "ready_for_termination",
+    "other",
+];
+
+/// The `KINDS` a message carries; one with none of the first five is
+/// "other".
+pub fn kinds(m: &Message<'_>) -> [bool; 6] {
+    let known = [
+        m.ready,
+        m.status.is_some(),
+        m.stopping,
+        m.extend.is_some(),
+        m.drained,
+    ];
+    let other = !known.iter().any(|k| *k);
+    [known[0], known[1], known[2], known[3], known[4], other]
+}
+
 pub fn parse(datagram: &[u8]) -> Message<'_> {
     let mut m = Message::default();
     for line in datagram.split(|&b| b == b'\n') {

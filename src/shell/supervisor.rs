@@ -78,6 +78,7 @@ pub fn run(
             access: n.access,
             child: Arc::clone(&child),
             outer,
+            every: config.serve.map(|_| Duration::from_secs(1)),
         };
         if let Err(e) = notify::start(reader) {
             error!("cannot start the notify reader: {e}; notify messages are not read");
