@@ -438,3 +438,57 @@ fn emf_stays_under_16_kib_with_the_longest_status_text() {
     let said = v["notify_status"].as_str().unwrap_or_default();
     assert!(!said.is_empty(), "the STATUS text is carried: {v}");
 }
+
+#[test]
+fn notify_messages_are_counted_by_kind_and_status_follows_the_app() {
+    let scratch = Scratch::new("metrics-notify");
+    let port = free_port();
+    let serve = format!("127.0.0.1:{port}");
+    // READY=1, then five STATUS messages and one the parser cannot name.
+    let send = "import os,socket,sys; a=os.environ['NOTIFY_SOCKET']; \
+                a='\\0'+a[1:] if a[0]=='@' else a; \
+                s=socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); \
+                [s.sendto(m.encode(), a) for m in sys.argv[1:]]";
+    let script = format!(
+        "python3 -c \"{send}\" READY=1 STATUS=one STATUS=two STATUS=three STATUS=four 'STATUS=five' MAINPID=1; \
+         touch $D/up; while :; do sleep 1; done"
+    );
+    let d = drainit(
+        ["--notify", "--serve", &serve]
+            .iter()
+            .map(|s| s.to_string())
+            .chain(sh(&scratch, &script))
+            .collect::<Vec<_>>(),
+    )
+    .start();
+    scratch.wait_file("up");
+    // No stop and nothing the stop waits for after READY=1: the counts
+    // still arrive, within the reader's once-a-second hand-over.
+    let samples = wait_for(
+        "the status messages counted",
+        Duration::from_secs(10),
+        || {
+            let s = scrape(port, &scratch);
+            (sample(
+                &s,
+                "drainit_notify_messages_total",
+                Some(("kind", "status")),
+            ) == Some(5.0))
+            .then_some(s)
+        },
+    );
+    let kind = |k| sample(&samples, "drainit_notify_messages_total", Some(("kind", k)));
+    assert_eq!(kind("ready"), Some(1.0));
+    assert_eq!(kind("other"), Some(1.0));
+    assert_eq!(kind("stopping"), Some(0.0));
+    assert_eq!(
+        sample(&samples, "drainit_notify_refused_total", None),
+        Some(0.0)
+    );
+    let (_, body) = get(port, "/status").unwrap();
+    let status: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(status["notify"]["status"], "five", "{status}");
+    assert_eq!(status["notify"]["ready"], true, "{status}");
+    assert_eq!(status["notify"]["received"], 7, "{status}");
+    d.signal(libc::SIGKILL);
+}
