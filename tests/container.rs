@@ -610,3 +610,146 @@ fn leftovers_of_a_killed_run_are_swept() {
     // This run's own image is alive and untouched.
     docker_ok(&["image", "inspect", "-f", "{{.Id}}", image]);
 }
+
+/// An image FROM the test image (itself FROM scratch: drainit, busybox,
+/// drain_demo) whose HEALTHCHECK is `drainit --probe` of `path` on
+/// drainit's own listener at 127.0.0.1:8080; built once per path.
+fn health_image(path: &'static str) -> String {
+    static HEALTH_IMAGES: Mutex<Vec<(&'static str, String)>> = Mutex::new(Vec::new());
+    let mut built_images = HEALTH_IMAGES.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, tag)) = built_images.iter().find(|(p, _)| *p == path) {
+        return tag.clone();
+    }
+    let tag = unique_tag("drainit-test");
+    let context = Scratch::new("health-image");
+    std::fs::write(
+        context.file("Dockerfile"),
+        format!(
+            "FROM {}\n\
+             HEALTHCHECK --interval=1s --timeout=3s --retries=2 \
+             CMD [\"/drainit\", \"--probe\", \"http://127.0.0.1:8080{path}\"]\n",
+            image()
+        ),
+    )
+    .unwrap();
+    build_image(&tag, &context.path, None);
+    built_images.push((path, tag.clone()));
+    tag
+}
+
+impl Container {
+    fn health(&self) -> String {
+        docker_ok(&["inspect", "-f", "{{.State.Health.Status}}", &self.name])
+    }
+
+    /// The exit codes of the health checks run so far.
+    fn health_codes(&self) -> Vec<i32> {
+        docker_ok(&[
+            "inspect",
+            "-f",
+            "{{range .State.Health.Log}}{{.ExitCode}} {{end}}",
+            &self.name,
+        ])
+        .split_whitespace()
+        .filter_map(|c| c.parse().ok())
+        .collect()
+    }
+
+    fn wait_health(&self, want: &str) -> Duration {
+        let start = Instant::now();
+        wait_for(&format!("health {want}"), Duration::from_secs(90), || {
+            let now = self.health();
+            assert!(
+                now == want || now == "starting",
+                "health {now}, waiting for {want}: {}",
+                self.logs()
+            );
+            (now == want).then(|| start.elapsed())
+        });
+        start.elapsed()
+    }
+}
+
+/// The image's HEALTHCHECK runs `drainit --probe` of drainit's own
+/// /healthz (`--serve 127.0.0.1:8080`): the container becomes `healthy`;
+/// every check exited 0; `docker stop` still ends with 0.
+#[test]
+fn a_probe_healthcheck_of_healthz_makes_the_container_healthy() {
+    if !engine_available() {
+        return;
+    }
+    let script = "trap 'exit 0' TERM; touch /tmp/up; while :; do sleep 0.1; done";
+    let c = Container::run_with(
+        "health-ok",
+        &[],
+        &health_image("/healthz"),
+        &["--serve", "127.0.0.1:8080", "--", "/bin/sh", "-c", script],
+    );
+    c.wait_until("the app to start", "test -e /tmp/up");
+    let took = c.wait_health("healthy");
+    let codes = c.health_codes();
+    assert!(
+        !codes.is_empty() && codes.iter().all(|&c| c == 0),
+        "{codes:?}"
+    );
+    let out = docker_ok(&[
+        "inspect",
+        "-f",
+        "{{range .State.Health.Log}}{{.Output}}{{end}}",
+        &c.name,
+    ]);
+    assert!(out.contains("healthy: HTTP 200"), "{out}");
+    c.stop(10);
+    assert_eq!(c.exit_code(), 0, "{}", c.logs());
+    let _ = writeln!(
+        std::io::stderr(),
+        "container: healthy {} ms after the app started (interval 1 s)",
+        took.as_millis()
+    );
+}
+
+/// The same check against /readyz of a `--notify` drainit whose app never
+/// sends READY=1 (503 "starting"): the container becomes `unhealthy`, and
+/// every failed check exited 1, never 2.
+#[test]
+fn a_probe_healthcheck_of_a_503_makes_the_container_unhealthy() {
+    if !engine_available() {
+        return;
+    }
+    let script = "trap 'exit 0' TERM; touch /tmp/up; while :; do sleep 0.1; done";
+    let c = Container::run_with(
+        "health-503",
+        &[],
+        &health_image("/readyz"),
+        &[
+            "--serve",
+            "127.0.0.1:8080",
+            "--notify",
+            "--",
+            "/bin/sh",
+            "-c",
+            script,
+        ],
+    );
+    c.wait_until("the app to start", "test -e /tmp/up");
+    let took = c.wait_health("unhealthy");
+    let codes = c.health_codes();
+    assert!(codes.len() >= 2, "{codes:?}");
+    assert!(codes.iter().all(|&c| c == 1), "{codes:?}");
+    let out = docker_ok(&[
+        "inspect",
+        "-f",
+        "{{range .State.Health.Log}}{{.Output}}{{end}}",
+        &c.name,
+    ]);
+    assert!(out.contains("unhealthy: HTTP 503"), "{out}");
+    // The check is the app's readiness, not drainit's: it still runs.
+    assert!(c.exec_ok("test -e /tmp/up"));
+    c.stop(10);
+    assert_eq!(c.exit_code(), 0, "{}", c.logs());
+    let _ = writeln!(
+        std::io::stderr(),
+        "container: unhealthy {} ms after the app started (interval 1 s, retries 2)",
+        took.as_millis()
+    );
+}
