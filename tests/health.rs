@@ -686,12 +686,7 @@ static LOOPBACK_HEAVY: Mutex<()> = Mutex::new(());
 /// closed at once, and so is a request while the 64 are held; the held
 /// ones are closed at their 5 s, after which requests are answered again.
 #[test]
-fn at_most_64_connections_and_silent_ones_close_at_5_s() {
-    // On a loaded machine (the flood test or a container build beside
-    // it), one held connection was closed (EOF, no error) at ~1.0 s
-    // instead of 5 s, freeing a slot for a request; never on an idle
-    // machine, nor in a replay with a slower Python flood. Not explained
-    // yet; tolerated once below, and the flood test kept apart.
+fn at_most_64_connections_silent_ones_give_way_after_1_s_and_close_at_5_s() {
     let _alone = LOOPBACK_HEAVY.lock().unwrap_or_else(|e| e.into_inner());
     let build = Build::Glibc;
     let scratch = Scratch::new("bounds");
@@ -702,6 +697,7 @@ fn at_most_64_connections_and_silent_ones_close_at_5_s() {
     let conns: Vec<TcpStream> = (0..100)
         .map(|_| TcpStream::connect_timeout(&local(port), Duration::from_secs(10)).unwrap())
         .collect();
+    let all_open = opened.elapsed();
     // When each was closed by drainit, from `opened`.
     let mut closed_at: Vec<Option<Duration>> = vec![None; conns.len()];
     let look = |closed_at: &mut Vec<Option<Duration>>| {
@@ -715,27 +711,27 @@ fn at_most_64_connections_and_silent_ones_close_at_5_s() {
     wait_for("36 connections closed at once", PATIENCE, || {
         (look(&mut closed_at) >= 36).then_some(())
     });
-    let at_once = opened.elapsed();
-    assert!(
-        at_once < Duration::from_millis(4_500),
-        "the 36 were closed only after {at_once:?}"
-    );
-    assert_eq!(look(&mut closed_at), 36, "{closed_at:?}");
-    // With the 64 slots full, a request gets no answer.
+    // While every held connection is younger than 1 s, none gives way: a
+    // new one is closed at once, unanswered. (On a machine too loaded to
+    // open 100 connections within 0.9 s, the timing part is skipped.)
     let r = try_get(port, "/healthz");
     let asked = opened.elapsed();
-    if asked < Duration::from_millis(4_500) {
+    if all_open < Duration::from_millis(900) && asked < Duration::from_millis(900) {
+        assert_eq!(look(&mut closed_at), 36, "{closed_at:?}");
         assert!(
             r.is_err(),
             "answered with the slots full ({asked:?}): {r:?}"
         );
     }
-    let mut answered_again = None;
+    // After 1 s, a new connection takes the place of the oldest silent one.
+    let after = Duration::from_millis(1_200);
+    std::thread::sleep(after.saturating_sub(opened.elapsed()));
+    let a = try_get(port, "/healthz").expect("a request after 1 s is answered");
+    assert_eq!(a.status, 200);
+    wait_for("one held connection gave way", PATIENCE, || {
+        (look(&mut closed_at) >= 37).then_some(())
+    });
     wait_for("every silent connection closed", PATIENCE, || {
-        if answered_again.is_none() && matches!(try_get(port, "/healthz"), Ok(a) if a.status == 200)
-        {
-            answered_again = Some(opened.elapsed());
-        }
         (look(&mut closed_at) == 100).then_some(())
     });
     let mut times: Vec<Duration> = closed_at.iter().flatten().copied().collect();
@@ -744,29 +740,22 @@ fn at_most_64_connections_and_silent_ones_close_at_5_s() {
         .iter()
         .filter(|t| **t >= Duration::from_millis(4_900))
         .count();
-    let answered_again = answered_again.unwrap_or_else(|| {
-        wait_status(port, "/healthz", 200);
-        opened.elapsed()
-    });
     eprintln!(
-        "36 of 100 silent connections closed within {at_once:?}, {held} held until {:?} .. {:?}; \
-         requests answered again after {answered_again:?}",
+        "36 of 100 silent connections closed within {:?}, 1 gave way at {:?}, {held} held until {:?} .. {:?}",
+        times[35],
+        times[36],
         times.iter().find(|t| **t >= Duration::from_millis(4_900)),
         times.last()
     );
-    // One held connection closed at ~1 s instead of 5 s was seen under a
-    // loaded machine (see the note above); more would be a defect.
-    assert!((63..=64).contains(&held), "closed at {times:?}");
+    // 64 held, one of them gave way to the request: 63 held to 5 s.
+    if all_open < Duration::from_millis(900) {
+        assert_eq!(held, 63, "closed at {times:?}");
+        assert!(times[36] >= Duration::from_millis(1_000), "{times:?}");
+    }
     assert!(
         *times.last().unwrap() < Duration::from_secs(12),
         "closed at {times:?}"
     );
-    if held == 64 {
-        assert!(
-            answered_again >= Duration::from_millis(4_900),
-            "a request was answered after {answered_again:?}, with the slots still full"
-        );
-    }
     scratch.touch("stop");
     assert_eq!(d.wait_code(), 0, "{}", d.stderr());
 }

@@ -125,7 +125,7 @@ fn metrics_parse_before_and_during_a_drain_and_follow_the_in_flight_count() {
     .start();
     scratch.wait_file("up");
     wait_for("the listener", Duration::from_secs(10), || {
-        get(port, "/healthz")
+        get(port, "/healthz").filter(|(code, _)| *code == 200)
     });
     let before = scrape(port, &scratch);
     assert_eq!(sample(&before, "drainit_stopping", None), Some(0.0));
@@ -152,15 +152,22 @@ fn metrics_parse_before_and_during_a_drain_and_follow_the_in_flight_count() {
         ),
         Some(1.0)
     );
-    assert!(
-        sample(
-            &during,
-            "drainit_requests_total",
-            Some(("purpose", "drain"))
-        )
-        .is_some(),
-        "requests by purpose"
+    // Requests by purpose and result: the drain polls answered 2xx.
+    let polls = during
+        .iter()
+        .find(|x| {
+            x["name"] == "drainit_requests_total"
+                && x["labels"]["purpose"] == "drain"
+                && x["labels"]["result"] == "2xx"
+        })
+        .and_then(|x| x["value"].as_f64());
+    assert!(polls.is_some_and(|n| n >= 1.0), "{polls:?}");
+    let hooks = sample(
+        &during,
+        "drainit_requests_total",
+        Some(("purpose", "stop_hook")),
     );
+    assert_eq!(hooks, Some(0.0), "no hook was asked");
     in_flight.store(3, Ordering::SeqCst);
     wait_for(
         "the gauge to follow the body",
@@ -215,15 +222,16 @@ fn a_thousand_paced_signals_are_counted_as_the_app_received_them() {
             },
         );
     }
-    let samples = scrape(port, &scratch);
-    assert_eq!(
-        sample(
-            &samples,
+    // The app got the last one before the loop published its count.
+    let samples = wait_for("the count published", Duration::from_secs(10), || {
+        let s = scrape(port, &scratch);
+        let n = sample(
+            &s,
             "drainit_signals_forwarded_total",
-            Some(("signal", "SIGUSR1"))
-        ),
-        Some(1000.0)
-    );
+            Some(("signal", "SIGUSR1")),
+        );
+        (n == Some(1000.0)).then_some(s)
+    });
     assert_eq!(sample(&samples, "drainit_stopping", None), Some(0.0));
     d.signal(libc::SIGKILL);
 }
@@ -265,7 +273,7 @@ fn a_count_field_that_is_missing_or_not_a_number_reports_nothing() {
         .start();
         scratch.wait_file("up");
         wait_for("the listener", Duration::from_secs(10), || {
-            get(port, "/healthz")
+            get(port, "/healthz").filter(|(code, _)| *code == 200)
         });
         d.signal(libc::SIGTERM);
         wait_for("a few drain polls", Duration::from_secs(10), || {

@@ -281,7 +281,18 @@ impl Config {
         if raw.flag("license") {
             return Ok(Request::License);
         }
-        if let Some(url) = raw.value("probe") {
+        if let Some(mut url) = raw.value("probe") {
+            // There is no program in probe mode: `--probe --probe-timeout 1s
+            // URL` leaves the URL where the program would be.
+            match (url.is_empty(), raw.command.as_slice()) {
+                (_, []) => {}
+                (true, [word]) => url = word.to_string_lossy().into_owned(),
+                _ => {
+                    return Err(UsageError(
+                        "--probe runs no program: give it one URL (--probe URL)".into(),
+                    ))
+                }
+            }
             return Self::probe_from(&Env { lookup: env, raw }, &url).map(Request::Probe);
         }
         let mut command = std::mem::take(&mut raw.command).into_iter();
@@ -416,7 +427,7 @@ impl Config {
         };
 
         let serve = env.value("serve", parse_serve)?;
-        let ready_url = env.value("ready-url", parse_url)?;
+        let ready_url = env.value("ready-url", parse_ready_url)?;
         if ready_url.is_some() && serve.is_none() {
             return Err(UsageError(
                 "--ready-url needs --serve: it is asked for /readyz".into(),

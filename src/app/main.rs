@@ -27,8 +27,10 @@ pub fn main() -> ExitCode {
     let usage_error = ExitCode::from(name.usage_error_code());
     // A health check exits 0 or 1, never 2 (Docker reserves it), even for
     // a command line it cannot read.
-    let probing =
-        std::env::args_os().any(|a| a == "--probe" || a.to_string_lossy().starts_with("--probe="));
+    // (Only drainit's own options: what follows `--` is the child's.)
+    let probing = std::env::args_os()
+        .take_while(|a| a != "--")
+        .any(|a| a == "--probe" || a.to_string_lossy().starts_with("--probe="));
     let usage_error = if probing {
         ExitCode::FAILURE
     } else {
@@ -47,10 +49,11 @@ pub fn main() -> ExitCode {
         Err(e) => {
             let text = e.to_string();
             let first = text.lines().next().unwrap_or("invalid arguments");
-            eprintln!(
+            let line = format!(
                 "drainit: {} (see drainit --help)",
                 first.trim_start_matches("error: ")
             );
+            say_usage_error(&line, probing);
             return usage_error;
         }
     };
@@ -61,14 +64,16 @@ pub fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Ok(Request::Probe(probe)) => {
-            return if crate::app::probe::run(&probe) {
+            // 0 or 1, whatever happens: a bug is unhealthy, never 101.
+            let healthy = std::panic::catch_unwind(|| crate::app::probe::run(&probe));
+            return if matches!(healthy, Ok(true)) {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::FAILURE
             };
         }
         Err(e) => {
-            eprintln!("drainit: {e}");
+            say_usage_error(&format!("drainit: {e}"), probing);
             return usage_error;
         }
     };
@@ -145,6 +150,16 @@ pub fn main() -> ExitCode {
     // waits for a stderr nobody reads.
     logwriter::flush(EXIT_FLUSH);
     ExitCode::from(code)
+}
+
+/// A usage error's one line: on stderr, or for `--probe` on stdout as an
+/// unhealthy result (a health check's one line of output).
+fn say_usage_error(line: &str, probing: bool) {
+    if probing {
+        print_quietly(&format!("unhealthy: {line}\n"), false);
+    } else {
+        eprintln!("{line}");
+    }
 }
 
 /// Help, version and license text, on stdout (or stderr): a reader that

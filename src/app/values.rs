@@ -225,7 +225,7 @@ pub fn parse_probe_target(text: &str) -> Result<ProbeTarget, String> {
             port: url.port,
         });
     }
-    http::validate_url(t)?;
+    http::validate_url(t).map_err(|e| format!("{e} (or tcp://HOST:PORT)"))?;
     Ok(ProbeTarget::Http(t.to_string()))
 }
 
@@ -238,4 +238,18 @@ pub fn parse_namespace(text: &str) -> Result<String, String> {
         return Err("expected 1-255 characters: letters, digits, spaces and . - _ / # :".into());
     }
     Ok(t.to_string())
+}
+
+/// `--ready-url`: asked on `/readyz` requests, which anyone who reaches the
+/// listener can send, so its host must need no name lookup (each lookup
+/// would start a thread while the child runs): an IP address or localhost.
+pub fn parse_ready_url(text: &str) -> Result<String, String> {
+    let url = http::parse_url(text.trim())?;
+    let host = url.host.trim_start_matches('[').trim_end_matches(']');
+    if host != "localhost" && host.parse::<std::net::IpAddr>().is_err() {
+        return Err(
+            "the host must be an IP address or localhost (e.g. http://127.0.0.1:8080/ready)".into(),
+        );
+    }
+    Ok(text.trim().to_string())
 }

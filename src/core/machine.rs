@@ -122,6 +122,8 @@ pub struct Machine<'a> {
     pub(super) in_flight: InFlight,
     /// `--drain-count-field` could not be read (said once).
     pub(super) count_unreadable: bool,
+    /// Moves whenever an input may have changed what `status` says.
+    version: u64,
 }
 
 /// The timeline's settings from the configuration.
@@ -183,6 +185,7 @@ impl<'a> Machine<'a> {
         // The report's records move over; nothing asked by `old` is awaited.
         machine.summary = std::mem::take(&mut old.summary);
         machine.board = std::mem::take(&mut old.board);
+        machine.answered_at = std::mem::take(&mut old.answered_at);
         machine.board.abandon_round();
         machine.board.abandon_hooks();
         machine.last_drain = old.last_drain.take();
@@ -190,6 +193,7 @@ impl<'a> Machine<'a> {
         machine.notify = old.notify.take();
         machine.next_token = old.next_token;
         machine.counters = old.counters.clone();
+        machine.version = old.version.wrapping_add(1);
         machine.in_flight = old.in_flight;
         if let Some(ended) = child {
             // The child is gone: nothing may be sent to its pid any more.
@@ -257,6 +261,7 @@ impl<'a> Machine<'a> {
             counters: Counters::default(),
             in_flight: InFlight::default(),
             count_unreadable: false,
+            version: 0,
         }
     }
 
@@ -286,6 +291,12 @@ impl<'a> Machine<'a> {
         self.timers.get(Timer::Deadline)
     }
 
+    /// Changes whenever an input may have changed `status()`: the shell
+    /// builds a new status only then.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
     /// The main child has not been seen to end.
     pub fn child_alive(&self) -> bool {
         self.timeline.child_alive()
@@ -303,6 +314,11 @@ impl<'a> Machine<'a> {
     /// Handles one input at `now`; the actions it leads to wait in
     /// `poll_action`.
     pub fn handle(&mut self, now: Instant, input: Input) {
+        // Only time passing with no timer due changes nothing.
+        let idle = input == Input::Timeout && self.timers.next().map_or(true, |at| at > now);
+        if !idle {
+            self.version = self.version.wrapping_add(1);
+        }
         // Once the run is over only the report's counters move: what the
         // app sent and the orphans reaped just before the end count.
         let counts = matches!(input, Input::Notify(_) | Input::OrphanReaped { .. });

@@ -47,22 +47,24 @@ impl Probe {
         }
     }
 
-    /// The target as the health listener may show it to anyone: a URL
-    /// without user-info or query, a command's program name only.
-    pub fn public_target(&self) -> String {
-        match self {
-            Probe::Url(url) => public_url(url),
-            Probe::Exec(cmd) => cmd.argv.first().cloned().unwrap_or_default(),
-            Probe::File(path) => path.display().to_string(),
-        }
-    }
-
     pub fn target(&self) -> String {
         match self {
             Probe::Url(url) => url.clone(),
             Probe::Exec(cmd) => cmd.text.clone(),
             Probe::File(path) => path.display().to_string(),
         }
+    }
+}
+
+/// A source's target as the health listener may show it to anyone: a URL
+/// without user-info or query, of a command only its program.
+pub fn public_target(kind: Kind, target: &str) -> String {
+    match kind {
+        Kind::Url => public_url(target),
+        Kind::Exec => shlex::split(target)
+            .and_then(|words| words.into_iter().next())
+            .unwrap_or_default(),
+        Kind::File => target.to_string(),
     }
 }
 
@@ -264,6 +266,20 @@ pub fn run_timeout(limit: Duration, deadline: Option<Instant>, now: Instant) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn public_targets_show_no_secrets() {
+        assert_eq!(
+            public_target(Kind::Url, "http://user:pw@127.0.0.1:8080/drain?token=x#f"),
+            "http://127.0.0.1:8080/drain"
+        );
+        assert_eq!(public_target(Kind::Url, "http://h/?a=b"), "http://h/");
+        assert_eq!(
+            public_target(Kind::Exec, "'/opt/my tool' --password hunter2"),
+            "/opt/my tool"
+        );
+        assert_eq!(public_target(Kind::File, "/tmp/done"), "/tmp/done");
+    }
 
     fn t(n: u32) -> Ticket {
         Ticket::for_test(n)

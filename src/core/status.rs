@@ -9,6 +9,7 @@ use std::time::Instant;
 use crate::core::counters::Counters;
 use crate::core::machine::Machine;
 use crate::core::outcome::{Outcome, RunSummary};
+use crate::core::sources::public_target;
 use crate::core::timeline::{Escalation, Phase};
 
 /// The run's phase as the listener names it.
@@ -22,6 +23,9 @@ pub enum Stage {
     Draining,
     /// The app reported ready; it may exit by itself.
     Ready,
+    /// The app reported ready and drainit ended it after `--ready-grace`
+    /// (SIGKILL, the designed end of a drained stop).
+    Released,
     /// drainit sent SIGKILL.
     Killed,
     /// The main child is gone; drainit is finishing (orphan grace, report).
@@ -35,6 +39,7 @@ impl Stage {
             Stage::PreStop => "pre_stop",
             Stage::Draining => "draining",
             Stage::Ready => "ready",
+            Stage::Released => "released",
             Stage::Killed => "killed",
             Stage::Exited => "exited",
         }
@@ -92,11 +97,11 @@ impl Machine<'_> {
             Phase::Running => Stage::Running,
             Phase::PreStop { .. } | Phase::Hook { .. } => Stage::PreStop,
             Phase::Draining { .. } => Stage::Draining,
-            Phase::Ready { .. }
-            | Phase::Killed {
+            Phase::Ready { .. } => Stage::Ready,
+            Phase::Killed {
                 reason: Escalation::Ready,
                 ..
-            } => Stage::Ready,
+            } => Stage::Released,
             Phase::Killed { .. } => Stage::Killed,
             Phase::OrphanGrace { .. } | Phase::Done { .. } => Stage::Exited,
         };
@@ -108,11 +113,10 @@ impl Machine<'_> {
             .board
             .sources
             .iter()
-            .zip(self.probes.iter())
             .enumerate()
-            .map(|(i, (s, probe))| SourceStatus {
+            .map(|(i, s)| SourceStatus {
                 kind: s.kind.name(),
-                target: probe.public_target(),
+                target: public_target(s.kind, &s.target),
                 ready: s.ready,
                 last: s.last.as_ref().map(|a| a.summary()),
                 at: self.answered_at.get(i).copied().flatten(),

@@ -43,6 +43,13 @@ pub const EVICT_AFTER: Duration = Duration::from_secs(1);
 pub const SYNC_WAIT: Duration = Duration::from_millis(100);
 /// The app's readiness URL gets this long.
 pub const APP_TIMEOUT: Duration = Duration::from_millis(800);
+/// An answer of the app's readiness URL this young is shared by the
+/// `/readyz` requests that come after it: a flood of `/readyz` costs the app
+/// at most a request per this period.
+pub const APP_FRESH: Duration = Duration::from_millis(100);
+/// The longest a `/readyz` waits for the app's answer (its request's
+/// timeout and a margin); then it is 503.
+const APP_WAIT: Duration = Duration::from_millis(1000);
 /// After EMFILE or ENFILE, the listener is left alone this long.
 const BACKOFF: Duration = Duration::from_millis(100);
 
@@ -146,7 +153,9 @@ pub fn start(
         loop_waker,
         ready_url,
         conns: Vec::new(),
+        issued: 0,
         app_in_flight: false,
+        app_answer: None,
         backoff_until: None,
         said_accept_error: false,
     };
@@ -174,8 +183,8 @@ enum State {
         route: Route,
         head: bool,
     },
-    /// Waiting for the app's readiness URL.
-    AwaitApp { head: bool },
+    /// Waiting for the app's readiness URL since `since`.
+    AwaitApp { head: bool, since: Instant },
     /// Writing the answer from `pos`.
     Writing(Vec<u8>, usize),
 }
@@ -194,7 +203,13 @@ struct Server {
     loop_waker: Waker,
     ready_url: Option<String>,
     conns: Vec<Conn>,
+    /// The last ask the listener made of the loop; at most one is
+    /// outstanding, so a flood of `/readyz` costs the loop one turn per
+    /// turn it has time for, not one per request.
+    issued: u64,
     app_in_flight: bool,
+    /// The app's last readiness answer and when it came.
+    app_answer: Option<(Result<(), String>, Instant)>,
     backoff_until: Option<Instant>,
     said_accept_error: bool,
 }
@@ -227,8 +242,11 @@ impl Server {
             let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
             if n < 0 {
                 let e = io::Error::last_os_error();
-                if e.kind() != io::ErrorKind::Interrupted {
-                    return e;
+                match e.raw_os_error() {
+                    Some(libc::EINTR) => {}
+                    // Out of memory for the poll set: a moment, then again.
+                    Some(libc::ENOMEM | libc::EAGAIN) => std::thread::sleep(BACKOFF),
+                    _ => return e,
                 }
                 continue;
             }
@@ -261,8 +279,10 @@ impl Server {
         let mut at = |t: Instant| next = Some(next.map_or(t, |n| n.min(t)));
         for conn in &self.conns {
             at(conn.accepted + HEAD_TIMEOUT);
-            if let State::Syncing { since, .. } = conn.state {
-                at(since + SYNC_WAIT);
+            match conn.state {
+                State::Syncing { since, .. } => at(since + SYNC_WAIT),
+                State::AwaitApp { since, .. } => at(since + APP_WAIT),
+                _ => {}
             }
         }
         match next {
@@ -302,30 +322,28 @@ impl Server {
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // The listener itself is broken: nothing to retry.
                 Err(e)
                     if matches!(
                         e.raw_os_error(),
-                        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+                        Some(libc::EBADF | libc::EINVAL | libc::ENOTSOCK | libc::EFAULT)
                     ) =>
                 {
-                    // Out of descriptors: leave the listener for a moment
-                    // instead of spinning on it.
+                    return Err(e)
+                }
+                // The peer went away before it was taken: the next one.
+                Err(e) if e.raw_os_error() == Some(libc::ECONNABORTED) => continue,
+                // Out of descriptors or memory, or a network error of a
+                // connection that went away (accept(2) passes those on, to
+                // be retried): leave the listener for a moment instead of
+                // spinning on it.
+                Err(e) => {
                     if !std::mem::replace(&mut self.said_accept_error, true) {
                         warn!("health listener: {e}; new connections wait (said once)");
                     }
                     self.backoff_until = Some(now + BACKOFF);
                     return Ok(());
                 }
-                // The peer went away before it was taken: not ours.
-                Err(e)
-                    if matches!(
-                        e.raw_os_error(),
-                        Some(libc::ECONNABORTED | libc::EPROTO | libc::EPERM)
-                    ) =>
-                {
-                    continue
-                }
-                Err(e) => return Err(e),
             }
         }
         Ok(())
@@ -373,11 +391,13 @@ impl Server {
             let mut state = self.shared.lock();
             (state.status.clone(), state.served, state.app.take())
         };
-        if app.is_some() {
+        if let Some(answer) = app {
             self.app_in_flight = false;
+            self.app_answer = Some((answer, now));
         }
+        let next = self.issued + 1;
         let mut want_app = false;
-        let mut ask = false;
+        let mut waiting = false;
         for conn in &mut self.conns {
             if conn.done {
                 continue;
@@ -389,47 +409,37 @@ impl Server {
             let State::Reading(buf) = &conn.state else {
                 continue;
             };
-            {
-                match http_request::parse(buf) {
-                    Parsed::Partial => continue,
-                    Parsed::Refuse(code) => {
-                        conn.reply(Reply::text(code, http_request::reason(code)), false)
-                    }
-                    Parsed::Request { method, path } => {
-                        let head = method == Method::Head;
-                        let route = Route::of(&path);
-                        match (method, route) {
-                            (Method::Other, _) => {
-                                conn.reply(Reply::text(405, "only GET and HEAD"), false)
-                            }
-                            (_, Route::Readyz | Route::Status) => {
-                                ask = true;
-                                conn.state = State::Syncing {
-                                    ticket: 0,
-                                    since: now,
-                                    route,
-                                    head,
-                                };
-                            }
-                            (_, route) => {
-                                let reply = answer(route, status.as_deref(), now);
-                                conn.reply(reply, head);
-                            }
+            match http_request::parse(buf) {
+                Parsed::Partial => {}
+                Parsed::Refuse(code) => {
+                    conn.reply(Reply::text(code, http_request::reason(code)), false)
+                }
+                Parsed::Request { method, path } => {
+                    let head = method == Method::Head;
+                    match (method, Route::of(&path)) {
+                        (Method::Other, _) => {
+                            conn.reply(Reply::text(405, "only GET and HEAD"), false)
                         }
+                        // These see every signal sent before they came: they
+                        // wait for an ask made after now.
+                        (_, route @ (Route::Readyz | Route::Status)) => {
+                            conn.state = State::Syncing {
+                                ticket: next,
+                                since: now,
+                                route,
+                                head,
+                            };
+                        }
+                        (_, route) => conn.reply(answer(route, status.as_deref(), now), head),
                     }
                 }
             }
         }
-        if ask {
-            // One ask covers every request that came in this turn.
-            let ticket = self.shared.asked.fetch_add(1, Ordering::AcqRel) + 1;
-            for conn in &mut self.conns {
-                if let State::Syncing { ticket: t @ 0, .. } = &mut conn.state {
-                    *t = ticket;
-                }
-            }
-            self.loop_waker.wake();
-        }
+        let fresh = self
+            .app_answer
+            .as_ref()
+            .filter(|(_, at)| now.saturating_duration_since(*at) < APP_FRESH)
+            .map(|(answer, _)| answer.clone());
         for conn in &mut self.conns {
             match conn.state {
                 State::Syncing {
@@ -437,25 +447,48 @@ impl Server {
                     since,
                     route,
                     head,
-                } if served >= ticket || now >= since + SYNC_WAIT => {
-                    if route == Route::Readyz
-                        && self.ready_url.is_some()
-                        && health::readiness(status.as_deref()).is_ok()
-                    {
-                        want_app = true;
-                        conn.state = State::AwaitApp { head };
-                    } else {
-                        let reply = answer(route, status.as_deref(), now);
-                        conn.reply(reply, head);
+                } => {
+                    let caught_up = served >= ticket;
+                    if !caught_up && now < since + SYNC_WAIT {
+                        waiting |= ticket > self.issued;
+                        continue;
+                    }
+                    let ready = health::readiness(status.as_deref()).is_ok();
+                    match route {
+                        // The loop did not catch up in time (starved, or
+                        // drainit is in its last resort): not ready is the
+                        // safe answer.
+                        Route::Readyz if !caught_up && ready => {
+                            conn.reply(Reply::text(503, "not ready: drainit is busy"), head)
+                        }
+                        Route::Readyz if ready && self.ready_url.is_some() => match &fresh {
+                            Some(app) => conn
+                                .reply(health::readyz(status.as_deref(), Some(app.clone())), head),
+                            None => {
+                                want_app = true;
+                                conn.state = State::AwaitApp { head, since: now };
+                            }
+                        },
+                        route => conn.reply(answer(route, status.as_deref(), now), head),
                     }
                 }
-                State::AwaitApp { head } if app.is_some() => {
-                    // Concurrent requests share the one answer.
-                    let reply = health::readyz(status.as_deref(), app.clone());
-                    conn.reply(reply, head);
+                State::AwaitApp { head, since } => {
+                    if let Some(app) = fresh.clone() {
+                        // Concurrent requests share the one answer.
+                        conn.reply(health::readyz(status.as_deref(), Some(app)), head);
+                    } else if now >= since + APP_WAIT {
+                        let no_answer = Some(Err("no answer in time".to_string()));
+                        conn.reply(health::readyz(status.as_deref(), no_answer), head);
+                    }
                 }
                 _ => {}
             }
+        }
+        // One ask outstanding at most: the next is made once the loop
+        // served the last, for every request that came since.
+        if waiting && served >= self.issued {
+            self.issued = self.shared.asked.fetch_add(1, Ordering::AcqRel) + 1;
+            self.loop_waker.wake();
         }
         if want_app && !self.app_in_flight {
             self.ask_app();
@@ -468,7 +501,8 @@ impl Server {
         }
     }
 
-    /// Asks `--ready-url` on its own thread; the answer wakes the listener.
+    /// Asks `--ready-url` on its own thread; the answer (always one, even
+    /// after a panic of the request) wakes the listener.
     fn ask_app(&mut self) {
         let Some(url) = self.ready_url.clone() else {
             return;
@@ -479,18 +513,22 @@ impl Server {
                 method: "GET".into(),
                 url,
             };
-            let answer = match crate::io::http::send_for_status(&target, APP_TIMEOUT) {
-                Ok(status) if (200..300).contains(&status) => Ok(()),
-                Ok(status) => Err(format!("HTTP {status}")),
-                Err(failure) => Err(failure.kind().to_string()),
+            let asked =
+                std::panic::catch_unwind(|| crate::io::http::send_for_status(&target, APP_TIMEOUT));
+            let answer = match asked {
+                Ok(Ok(status)) if (200..300).contains(&status) => Ok(()),
+                Ok(Ok(status)) => Err(format!("HTTP {status}")),
+                Ok(Err(failure)) => Err(failure.kind().to_string()),
+                Err(_) => Err("internal error".to_string()),
             };
             shared.lock().app = Some(answer);
             shared.wake();
         });
-        if READY.submit(job).is_ok() {
-            self.app_in_flight = true;
-        } else {
+        self.app_in_flight = true;
+        if READY.submit(job).is_err() {
+            self.app_in_flight = false;
             self.shared.lock().app = Some(Err("cannot start the request".into()));
+            self.shared.wake();
         }
     }
 }

@@ -317,9 +317,10 @@ pub fn install() -> io::Result<(Handled, &'static Inherited)> {
 pub struct Handled(libc::sigset_t);
 
 impl Handled {
-    /// A handled signal other than SIGCHLD is pending for this thread or
-    /// the process: the loop has not taken everything sent so far.
-    pub fn others_pending(&self) -> bool {
+    /// A handled signal is pending for this thread or the process: the
+    /// loop has not taken everything sent so far (SIGCHLD included: a child
+    /// that ended is not reaped yet).
+    pub fn any_pending(&self) -> bool {
         // SAFETY: sigpending fills a zeroed set.
         let pending = unsafe {
             let mut set: libc::sigset_t = std::mem::zeroed();
@@ -328,8 +329,7 @@ impl Handled {
             }
             kernel_bits(&set)
         };
-        let chld = 1u64 << (libc::SIGCHLD - 1);
-        pending & kernel_bits(&self.0) & !chld != 0
+        pending & kernel_bits(&self.0) != 0
     }
 
     /// Waits for one handled signal, at most `timeout` (None: forever).

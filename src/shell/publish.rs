@@ -13,6 +13,8 @@ use crate::io::signals::Handled;
 pub struct Publisher {
     shared: Arc<Shared>,
     last: Option<Status>,
+    /// The core's `version` when `last` was built.
+    version: Option<u64>,
     served: u64,
 }
 
@@ -27,6 +29,7 @@ impl Publisher {
         Publisher {
             shared,
             last: None,
+            version: None,
             served: 0,
         }
     }
@@ -37,13 +40,21 @@ impl Publisher {
         // Read before looking at the pending signals: whatever was sent
         // before this ask is either pending now or already handled.
         let asked = self.shared.asked();
-        let caught_up = (asked > self.served && !signals.others_pending()).then_some(asked);
-        let status = machine.status();
-        let changed = (self.last.as_ref() != Some(&status)).then(|| status.clone());
+        let caught_up = (asked > self.served && !signals.any_pending()).then_some(asked);
+        // A new status only when an input may have changed it: a flood of
+        // asks costs the loop a `sigpending`, not a status each.
+        let mut changed = None;
+        if self.version != Some(machine.version()) {
+            self.version = Some(machine.version());
+            let status = machine.status();
+            if self.last.as_ref() != Some(&status) {
+                changed = Some(status.clone());
+                self.last = Some(status);
+            }
+        }
         if changed.is_none() && caught_up.is_none() {
             return;
         }
-        self.last = Some(status);
         if let Some(asked) = caught_up {
             self.served = asked;
         }
