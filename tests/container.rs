@@ -756,3 +756,44 @@ fn a_probe_healthcheck_of_a_503_makes_the_container_unhealthy() {
         took.as_millis()
     );
 }
+
+/// Dockerfile.example's final stage, line for line (its build stage is
+/// replaced by the test image, which holds the same two binaries: no
+/// registry here for `rust:1-bookworm`): its HEALTHCHECK, `drainit --probe`
+/// of drainit's own /healthz, makes the container `healthy`, and
+/// `docker stop -t 30` drains the demo app to exit 0.
+#[test]
+fn dockerfile_example_becomes_healthy_and_drains() {
+    if !engine_available() {
+        return;
+    }
+    let example =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Dockerfile.example"))
+            .unwrap();
+    let final_stage = example
+        .split("# ---- stage 2")
+        .nth(1)
+        .expect("Dockerfile.example has a stage 2");
+    assert!(final_stage.contains("HEALTHCHECK"), "{final_stage}");
+    let tag = unique_tag("drainit-test-example");
+    let context = Scratch::new("example-image");
+    std::fs::write(
+        context.file("Dockerfile"),
+        format!("FROM {} AS drainit\n# ---- stage 2{final_stage}", image()),
+    )
+    .unwrap();
+    build_image(&tag, &context.path, None);
+    let c = Container::run_with("example", &[], &tag, &[]);
+    let took = c.wait_health("healthy");
+    let stopped = c.stop(30);
+    assert_eq!(c.exit_code(), 0, "{}", c.logs());
+    assert!(c.logs().contains("\"outcome\":\"drained\""), "{}", c.logs());
+    let _ = writeln!(
+        std::io::stderr(),
+        "Dockerfile.example: healthy after {} ms, docker stop took {} ms",
+        took.as_millis(),
+        stopped.as_millis()
+    );
+    drop(c);
+    let _ = docker(&["rmi", "-f", &tag]);
+}
