@@ -160,7 +160,14 @@ impl Machine<'_> {
         }
         let mut reading = drain_body::evaluate(result, &self.config.drain_field);
         if let Some(n) = self.read_count(result) {
-            reading.summary.push_str(&format!(", in flight {n}"));
+            // Said once: a top-level count is among the body's numbers.
+            let pointer = self.config.drain_count_field.as_deref().unwrap_or_default();
+            if !reading
+                .numbers
+                .contains_key(pointer.trim_start_matches('/'))
+            {
+                reading.summary.push_str(&format!(", in flight {n}"));
+            }
         }
         self.last_drain = Some(reading.summary.clone());
         let answer = match (result, reading.ready) {
