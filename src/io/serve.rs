@@ -3,7 +3,8 @@
 //! (`Shared`), never deciding anything itself and never waiting on the
 //! event loop. Every resource a peer can make it spend has a bound:
 //! `MAX_CONNECTIONS` at once (`LOOPBACK_RESERVED` of them kept for
-//! loopback peers), a head of at most `http_request::HEAD_LIMIT`,
+//! loopback peers, at most `MAX_PER_PEER` for one outside address), a head
+//! of at most `http_request::HEAD_LIMIT`,
 //! `HEAD_TIMEOUT` to send it (and when the listener is full, a connection
 //! silent for `EVICT_AFTER` gives its place to a new one), one request per
 //! connection, no body read.
@@ -33,6 +34,10 @@ use crate::proto::http_request::{self, Method, Parsed};
 pub const MAX_CONNECTIONS: usize = 64;
 /// Of those, kept for loopback peers (the container's own health check).
 pub const LOOPBACK_RESERVED: usize = 8;
+/// Connections one outside address may hold at once, so one flooding
+/// address cannot take every outside place (the kubelet's or the load
+/// balancer's probe comes from outside too).
+pub const MAX_PER_PEER: usize = 16;
 /// A connection that has not sent a whole head by then is closed; so is
 /// one whose answer could not be written by then.
 pub const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
@@ -191,6 +196,7 @@ enum State {
 
 struct Conn {
     stream: TcpStream,
+    peer: std::net::IpAddr,
     loopback: bool,
     accepted: Instant,
     state: State,
@@ -262,12 +268,15 @@ impl Server {
                     conn.progress(revents);
                 }
             }
+            // Heads just read are parsed before new connections come in:
+            // a connection whose head just completed is never taken for a
+            // silent one.
+            self.advance(now);
             if listening && fds[1].revents != 0 {
                 if let Err(e) = self.accept(now) {
                     return e;
                 }
             }
-            self.advance(now);
             self.conns.retain(|c| !c.done);
         }
     }
@@ -307,13 +316,27 @@ impl Server {
                     let loopback = peer.ip().is_loopback()
                         || matches!(peer.ip(), std::net::IpAddr::V6(ip)
                             if ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback()));
-                    let room = self.room(loopback) || self.evict(now, loopback);
+                    let ip = peer.ip();
+                    let mine = self
+                        .conns
+                        .iter()
+                        .filter(|c| !c.done && c.peer == ip)
+                        .count();
+                    let room = if !loopback && mine >= MAX_PER_PEER {
+                        // One outside address never holds more than its
+                        // share: only its own silent ones give way.
+                        self.evict(now, |c| c.peer == ip)
+                    } else {
+                        self.room(loopback)
+                            || (self.evict(now, |c| loopback || !c.loopback) && self.room(loopback))
+                    };
                     if !room || stream.set_nonblocking(true).is_err() {
                         drop(stream);
                         continue;
                     }
                     self.conns.push(Conn {
                         stream,
+                        peer: ip,
                         loopback,
                         accepted: now,
                         state: State::Reading(Vec::new()),
@@ -356,28 +379,25 @@ impl Server {
         all < MAX_CONNECTIONS && (loopback || outside < MAX_CONNECTIONS - LOOPBACK_RESERVED)
     }
 
-    /// Makes room by closing the connection that has waited longest, over
-    /// `EVICT_AFTER`, without sending a whole head: idle connections cannot
-    /// hold the listener for their whole `HEAD_TIMEOUT`. An outside peer
-    /// only ever takes an outside connection's place; a loopback peer takes
-    /// an outside one first.
-    fn evict(&mut self, now: Instant, loopback: bool) -> bool {
+    /// Makes room by closing the connection, among those `may` allows,
+    /// that has waited longest, over `EVICT_AFTER`, without sending a whole
+    /// head: idle connections cannot hold the listener for their whole
+    /// `HEAD_TIMEOUT`. Outside connections go first. True when one went.
+    fn evict(&mut self, now: Instant, may: impl Fn(&Conn) -> bool) -> bool {
         let victim = self
             .conns
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| {
+            .iter_mut()
+            .filter(|c| {
                 !c.done
                     && matches!(c.state, State::Reading(_))
                     && now.saturating_duration_since(c.accepted) >= EVICT_AFTER
-                    && (loopback || !c.loopback)
+                    && may(c)
             })
-            .min_by_key(|(_, c)| (c.loopback, c.accepted))
-            .map(|(i, _)| i);
+            .min_by_key(|c| (c.loopback, c.accepted));
         match victim {
-            Some(i) => {
-                self.conns[i].done = true;
-                self.room(loopback)
+            Some(c) => {
+                c.done = true;
+                true
             }
             None => false,
         }
