@@ -47,15 +47,18 @@ fn an_orphan_storm_of_10000_during_a_drain_leaves_no_zombie_and_keeps_the_deadli
             &url,
             "--drain-interval",
             "100ms",
+            // The storm must be over before the deadline kills its maker:
+            // 3.4 s here idle, over 20 s on a 2-core machine under heavy
+            // load; 40 s leaves room.
             "--grace",
-            "20s",
+            "40s",
         ],
     ))
     .with_args(sh(&scratch, &child))
     .start();
     scratch.wait_file("ready");
     d.signal(libc::SIGTERM);
-    let storm = wait_for("the storm to be reaped", Duration::from_secs(60), || {
+    let storm = wait_for("the storm to be reaped", Duration::from_secs(90), || {
         let text = scratch.read("storm");
         (!text.trim().is_empty()).then_some(text)
     });
@@ -69,7 +72,7 @@ fn an_orphan_storm_of_10000_during_a_drain_leaves_no_zombie_and_keeps_the_deadli
     assert!(ms(&r["orphans_reaped"]) >= 10_000, "{r}");
     let to_exit = ms(&r["stop_to_exit_ms"]);
     assert!(
-        (20_000..21_000).contains(&to_exit),
+        (40_000..41_000).contains(&to_exit),
         "deadline kept: stop_to_exit_ms {to_exit}"
     );
     eprintln!("orphan storm (burst_ms reap_ms): {}", storm.trim());
