@@ -25,6 +25,17 @@ fn with_marker(d: &Drainit, marker: &str) -> Vec<(i32, char)> {
 /// A SIGKILL waits for `pid` (a run being killed): it is on its way out,
 /// even if the next run already started.
 fn kill_pending(pid: i32) -> bool {
+    // Already dying: the kernel sets PF_EXITING (0x4 in stat's flags) as
+    // soon as the taken SIGKILL leaves the pending set, and on a loaded
+    // machine the exit can take a while after that.
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let flags = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(6))
+        .and_then(|f| f.parse::<u64>().ok());
+    if flags.is_some_and(|f| f & 0x4 != 0) {
+        return true;
+    }
     let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
         .lines()
