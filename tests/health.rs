@@ -1403,3 +1403,54 @@ fn probe_with_a_bad_url_exits_1_not_2() {
         assert_eq!(code, Some(1), "{build:?}: {out}");
     }
 }
+
+/// drainit's CPU time so far (user + system), in clock ticks.
+fn cpu_ticks(pid: i32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let rest = stat.rsplit_once(')').unwrap().1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime: fields 14 and 15, the 12th and 13th after ")".
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+/// Out of file descriptors, the listener backs off instead of spinning on
+/// a listener that stays readable, and serves again once there is room.
+#[test]
+fn out_of_descriptors_the_listener_backs_off_and_recovers() {
+    let _alone = LOOPBACK_HEAVY.lock().unwrap_or_else(|e| e.into_inner());
+    let scratch = Scratch::new("emfile");
+    let (mut d, port) = serving(Build::Glibc, args(&[], &scratch, HOLD), &[]);
+    scratch.wait_file("ready");
+    let pid = d.pid();
+    let limit = libc::rlimit {
+        rlim_cur: 16,
+        rlim_max: 16,
+    };
+    let mut old = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: prlimit on drainit's pid with valid rlimit structs.
+    let set = unsafe { libc::prlimit(pid, libc::RLIMIT_NOFILE, &limit, &mut old) };
+    assert_eq!(set, 0, "prlimit: {}", io::Error::last_os_error());
+    // More connections than descriptors: the rest wait in the backlog, and
+    // the listening socket stays readable.
+    let conns: Vec<TcpStream> = (0..40)
+        .map(|_| TcpStream::connect_timeout(&local(port), Duration::from_secs(10)).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let before = cpu_ticks(pid);
+    let measured = Instant::now();
+    std::thread::sleep(Duration::from_secs(2));
+    let spent = cpu_ticks(pid) - before;
+    let ticks = 100 * measured.elapsed().as_millis() as u64 / 1000;
+    eprintln!("out of descriptors: {spent} of {ticks} ticks of CPU in 2 s");
+    // A spinning listener would take every tick of a core.
+    assert!(spent * 5 < ticks, "{spent} of {ticks} ticks: spinning");
+    drop(conns);
+    // SAFETY: as above, the old limit back.
+    unsafe { libc::prlimit(pid, libc::RLIMIT_NOFILE, &old, std::ptr::null_mut()) };
+    wait_status(port, "/healthz", 200);
+    scratch.touch("stop");
+    assert_eq!(d.wait_code(), 0, "{}", d.stderr());
+}
