@@ -66,6 +66,8 @@ fn an_orphan_storm_of_10000_during_a_drain_leaves_no_zombie_and_keeps_the_deadli
         zombie_children(d.pid()).is_empty(),
         "zombies left after the storm"
     );
+    // The 40 s deadline is further off than `wait_code`'s patience.
+    d.wait_status(Duration::from_secs(60));
     assert_eq!(d.wait_code(), 124);
     let r = report(&scratch);
     assert_eq!(r["outcome"], "deadline");
