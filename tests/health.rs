@@ -12,7 +12,6 @@ mod support;
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
@@ -355,28 +354,6 @@ fn readyz_turns_503_when_ecs_says_stopped() {
         scratch.touch("stop");
         assert_eq!(d.wait_code(), 0, "{}", d.stderr());
     }
-}
-
-/// `examples/notify_send.rs`, built once per run (as tests/notify.rs does).
-fn notify_sender() -> String {
-    static BUILT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-            let target_dir = root.join("target").join("helpers");
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            let status = Command::new(cargo)
-                .current_dir(root)
-                .args(["build", "--release", "--example", "notify_send"])
-                .arg("--target-dir")
-                .arg(&target_dir)
-                .status()
-                .expect("run cargo");
-            assert!(status.success(), "building examples/notify_send.rs failed");
-            let path = target_dir.join("release/examples/notify_send");
-            path.to_str().expect("utf-8 path").to_string()
-        })
-        .clone()
 }
 
 /// `drainit --probe URL` with the given build; (exit code, stdout, time).

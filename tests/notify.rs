@@ -9,38 +9,15 @@ mod support;
 
 use std::os::unix::net::UnixDatagram;
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value;
 use support::server::{json, Server};
 use support::*;
 
-/// `examples/notify_send.rs`, built once per run beside the stress helper.
-fn sender() -> String {
-    static BUILT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-            let target_dir = root.join("target").join("helpers");
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            let status = Command::new(cargo)
-                .current_dir(root)
-                .args(["build", "--release", "--example", "notify_send"])
-                .arg("--target-dir")
-                .arg(&target_dir)
-                .status()
-                .expect("run cargo");
-            assert!(status.success(), "building examples/notify_send.rs failed");
-            let path = target_dir.join("release/examples/notify_send");
-            path.to_str().expect("utf-8 path").to_string()
-        })
-        .clone()
-}
-
 /// `sh -c` with `$D` the scratch dir and `$N` the sender.
 fn child(scratch: &Scratch, script: &str) -> Vec<String> {
-    sh(scratch, &format!("N='{}'; {script}", sender()))
+    sh(scratch, &format!("N='{}'; {script}", notify_sender()))
 }
 
 /// A child that ignores TERM and says so in `$D/term`.

@@ -455,27 +455,40 @@ pub fn built(build: Build) -> String {
     path
 }
 
-/// The helper child `examples/stress.rs`, built once per test run into its
-/// own target dir (the outer `cargo test` owns the default one, and
-/// `cargo test --test X` does not build examples).
+/// An example program built once per test run into its own target dir
+/// (the outer `cargo test` owns the default one, and `cargo test --test X`
+/// does not build examples); its path.
+fn example(name: &'static str) -> String {
+    use std::sync::Mutex;
+    static BUILT: Mutex<Vec<(&str, String)>> = Mutex::new(Vec::new());
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, path)) = built.iter().find(|(n, _)| *n == name) {
+        return path.clone();
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let target_dir = root.join("target").join("helpers");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .current_dir(root)
+        .args(["build", "--release", "--example", name, "--target-dir"])
+        .arg(&target_dir)
+        .status()
+        .expect("run cargo");
+    assert!(status.success(), "building examples/{name}.rs failed");
+    let path = target_dir.join("release").join("examples").join(name);
+    let path = path.to_str().expect("utf-8 path").to_string();
+    built.push((name, path.clone()));
+    path
+}
+
+/// The helper child `examples/stress.rs`.
 pub fn stress_helper() -> String {
-    static BUILT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-            let target_dir = root.join("target").join("helpers");
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            let status = Command::new(cargo)
-                .current_dir(root)
-                .args(["build", "--release", "--example", "stress", "--target-dir"])
-                .arg(&target_dir)
-                .status()
-                .expect("run cargo");
-            assert!(status.success(), "building examples/stress.rs failed");
-            let path = target_dir.join("release").join("examples").join("stress");
-            path.to_str().expect("utf-8 path").to_string()
-        })
-        .clone()
+    example("stress")
+}
+
+/// `examples/notify_send.rs`, an sd_notify sender.
+pub fn notify_sender() -> String {
+    example("notify_send")
 }
 
 /// Runs drainit with bad `flags`/`vars` in front of a child that would
