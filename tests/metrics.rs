@@ -23,6 +23,20 @@ use support::*;
 const TASK: &str = include_str!("fixtures/ecs/task-v4.json");
 const CONTAINER: &str = include_str!("fixtures/ecs/container-v4.json");
 
+/// An app that ignores SIGTERM and says when it runs.
+const STUBBORN: &str = "trap '' TERM; touch $D/up; while :; do sleep 1; done";
+
+/// drainit with `flags` in front of `sh -c SCRIPT` (`$D`: the scratch dir).
+fn with_child(flags: &[&str], scratch: &Scratch, script: &str) -> Launch {
+    drainit(
+        flags
+            .iter()
+            .map(|s| s.to_string())
+            .chain(sh(scratch, script))
+            .collect::<Vec<_>>(),
+    )
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -97,8 +111,8 @@ fn metrics_parse_before_and_during_a_drain_and_follow_the_in_flight_count() {
     });
     let port = free_port();
     let serve = format!("127.0.0.1:{port}");
-    let mut d = drainit(
-        [
+    let mut d = with_child(
+        &[
             "--serve",
             &serve,
             "--grace",
@@ -113,14 +127,9 @@ fn metrics_parse_before_and_during_a_drain_and_follow_the_in_flight_count() {
             "/activeExecutions",
             "--exit-report",
             path_str(&scratch.file("report.json")),
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .chain(sh(
-            &scratch,
-            "trap '' TERM; touch $D/up; while :; do sleep 1; done",
-        ))
-        .collect::<Vec<_>>(),
+        ],
+        &scratch,
+        STUBBORN,
     )
     .start();
     scratch.wait_file("up");
@@ -191,16 +200,11 @@ fn a_thousand_paced_signals_are_counted_as_the_app_received_them() {
     let scratch = Scratch::new("metrics-signals");
     let port = free_port();
     let serve = format!("127.0.0.1:{port}");
-    let d = drainit(
-        ["--serve", &serve]
-            .iter()
-            .map(|s| s.to_string())
-            .chain(sh(
-                &scratch,
-                "n=0; trap 'n=$((n+1)); echo $n > $D/count.tmp; mv $D/count.tmp $D/count' USR1; \
+    let d = with_child(
+        &["--serve", &serve],
+        &scratch,
+        "n=0; trap 'n=$((n+1)); echo $n > $D/count.tmp; mv $D/count.tmp $D/count' USR1; \
                  sleep 1000 & touch $D/up; while :; do wait; done",
-            ))
-            .collect::<Vec<_>>(),
     )
     .start();
     scratch.wait_file("up");
@@ -247,8 +251,8 @@ fn a_count_field_that_is_missing_or_not_a_number_reports_nothing() {
         let app = Server::start(move |_, _| json(200, body));
         let port = free_port();
         let serve = format!("127.0.0.1:{port}");
-        let mut d = drainit(
-            [
+        let mut d = with_child(
+            &[
                 "--serve",
                 &serve,
                 "--grace",
@@ -261,14 +265,9 @@ fn a_count_field_that_is_missing_or_not_a_number_reports_nothing() {
                 "/activeExecutions",
                 "--exit-report",
                 path_str(&scratch.file("report.json")),
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .chain(sh(
-                &scratch,
-                "trap '' TERM; touch $D/up; while :; do sleep 1; done",
-            ))
-            .collect::<Vec<_>>(),
+            ],
+            &scratch,
+            STUBBORN,
         )
         .start();
         scratch.wait_file("up");
@@ -328,8 +327,8 @@ fn emf_for_a_drained_stop_and_a_deadline_stop_in_both_log_formats() {
                 &format!(r#"{{"readyForTermination":{ready},"activeExecutions":2}}"#),
             )
         });
-        let mut d = drainit(
-            [
+        let mut d = with_child(
+            &[
                 "--emf",
                 "--emf-namespace",
                 "drainit-test",
@@ -345,14 +344,9 @@ fn emf_for_a_drained_stop_and_a_deadline_stop_in_both_log_formats() {
                 &app.url("/drain"),
                 "--drain-count-field",
                 "/activeExecutions",
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .chain(sh(
-                &scratch,
-                "trap '' TERM; touch $D/up; while :; do sleep 1; done",
-            ))
-            .collect::<Vec<_>>(),
+            ],
+            &scratch,
+            STUBBORN,
         )
         .start();
         scratch.wait_file("up");
@@ -385,12 +379,10 @@ fn emf_with_ecs_metadata_has_the_tasks_dimensions() {
     });
     let port = free_port();
     let serve = format!("127.0.0.1:{port}");
-    let mut d = drainit(
-        ["--emf", "--serve", &serve]
-            .iter()
-            .map(|s| s.to_string())
-            .chain(sh(&scratch, "touch $D/up; while :; do sleep 1; done"))
-            .collect::<Vec<_>>(),
+    let mut d = with_child(
+        &["--emf", "--serve", &serve],
+        &scratch,
+        "touch $D/up; while :; do sleep 1; done",
     )
     .env("ECS_CONTAINER_METADATA_URI_V4", &agent.url("/v4/abc"))
     .start();
@@ -431,14 +423,7 @@ fn emf_stays_under_16_kib_with_the_longest_status_text() {
         path_str(&scratch.file("msg"))
     );
     std::fs::write(scratch.file("msg"), format!("STATUS={status}")).unwrap();
-    let mut d = drainit(
-        ["--emf", "--notify", "--grace", "2s"]
-            .iter()
-            .map(|s| s.to_string())
-            .chain(sh(&scratch, &script))
-            .collect::<Vec<_>>(),
-    )
-    .start();
+    let mut d = with_child(&["--emf", "--notify", "--grace", "2s"], &scratch, &script).start();
     scratch.wait_file("up");
     d.signal(libc::SIGTERM);
     d.wait_code();
@@ -461,14 +446,7 @@ fn notify_messages_are_counted_by_kind_and_status_follows_the_app() {
         "python3 -c \"{send}\" READY=1 STATUS=one STATUS=two STATUS=three STATUS=four 'STATUS=five' MAINPID=1; \
          touch $D/up; while :; do sleep 1; done"
     );
-    let d = drainit(
-        ["--notify", "--serve", &serve]
-            .iter()
-            .map(|s| s.to_string())
-            .chain(sh(&scratch, &script))
-            .collect::<Vec<_>>(),
-    )
-    .start();
+    let d = with_child(&["--notify", "--serve", &serve], &scratch, &script).start();
     scratch.wait_file("up");
     // No stop and nothing the stop waits for after READY=1: the counts
     // still arrive, within the reader's once-a-second hand-over.
