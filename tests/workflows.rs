@@ -62,7 +62,10 @@ fn workflows_pass_actionlint() {
         return;
     }
     let paths = workflows();
-    assert!(paths.len() >= 2, "expected ci.yml and release.yml: {paths:?}");
+    assert!(
+        paths.len() >= 2,
+        "expected ci.yml and release.yml: {paths:?}"
+    );
     let out = Command::new("actionlint")
         .arg("-color=false")
         .args(&paths)
@@ -89,7 +92,10 @@ fn ci_runs_the_projects_own_entry_point_on_push_and_pull_request() {
 #[test]
 fn release_publishes_every_artifact_from_release_sh() {
     let release = workflow("release.yml");
-    assert!(release.contains("tags: [\"v*\"]"), "release.yml runs on v* tags");
+    assert!(
+        release.contains("tags: [\"v*\"]"),
+        "release.yml runs on v* tags"
+    );
     assert!(
         release.contains("scripts/release.sh --verify"),
         "the release is built by scripts/release.sh, twice and compared"
