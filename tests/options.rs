@@ -57,7 +57,8 @@ fn the_options_reference_is_generated_from_the_declarations() {
     check_generated("docs/options.md", &options::reference());
 }
 
-/// The man page: clap_mangen over `cli::command()`, with the version
+/// The man page: clap_mangen over `cli::command()` for NAME, SYNOPSIS and
+/// OPTIONS, the rest from docs/man-sections.roff; with the version
 /// without its commit (so the page changes only when the options do),
 /// PROGRAM and its ARGS shown as in the usage line (`--help` writes them
 /// out itself), and help texts unwrapped (roff fills its own lines).
@@ -84,14 +85,33 @@ fn man_page() -> String {
             Some(help) => a.help(help.replace('\n', " ")),
             None => a,
         });
-    let mut out = Vec::new();
-    clap_mangen::Man::new(cmd)
+    // The hand-written sections (docs/man-sections.roff): DESCRIPTION
+    // before the OPTIONS marker, EXIT STATUS to SEE ALSO after it. The
+    // generated EXTRA (`--help`'s after-help) and VERSION sections are
+    // left out: EXIT STATUS and ENVIRONMENT say it in man page form.
+    const SECTIONS: &str = include_str!("../docs/man-sections.roff");
+    let (description, rest) = SECTIONS
+        .split_once(".\\\" OPTIONS\n")
+        .expect("docs/man-sections.roff has the OPTIONS marker line");
+    // The file's own comment lines stay out of the page.
+    let keep = |part: &str| -> String {
+        part.lines()
+            .filter(|l| !l.starts_with(".\\\""))
+            .map(|l| format!("{l}\n"))
+            .collect()
+    };
+    let man = clap_mangen::Man::new(cmd)
         .title("DRAINIT")
         .section("1")
         .source(format!("drainit {}", env!("CARGO_PKG_VERSION")))
-        .manual("User Commands")
-        .render(&mut out)
-        .unwrap();
+        .manual("User Commands");
+    let mut out = Vec::new();
+    man.render_title(&mut out).unwrap();
+    man.render_name_section(&mut out).unwrap();
+    man.render_synopsis_section(&mut out).unwrap();
+    out.extend_from_slice(keep(description).as_bytes());
+    man.render_options_section(&mut out).unwrap();
+    out.extend_from_slice(keep(rest).as_bytes());
     String::from_utf8(out).unwrap()
 }
 
