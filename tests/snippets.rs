@@ -28,7 +28,6 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::server::{Reply, Server};
 use support::{built, drainit, wait_for, Build, Scratch};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
@@ -639,31 +638,44 @@ fn prometheus_scrapes_drainit_and_sees_the_stop_begin() {
     ) {
         return;
     }
-    // The app's drain endpoint: not ready for as long as the test runs.
-    let app = Server::start(|_, _| {
-        Reply::Send(
-            200,
-            "application/json",
-            r#"{"readyForTermination":false}"#.into(),
-        )
-    });
+    // The child is the app: its own drain endpoint, not ready for as long
+    // as the test runs, and deaf to SIGTERM, so the stop lasts until the
+    // test ends it.
+    let app_port = free_port();
+    let app = format!(
+        "import http.server, signal\n\
+         signal.signal(signal.SIGTERM, signal.SIG_IGN)\n\
+         class H(http.server.BaseHTTPRequestHandler):\n\
+         \x20   def do_GET(self):\n\
+         \x20       body = b'{{\"readyForTermination\":false}}'\n\
+         \x20       self.send_response(200)\n\
+         \x20       self.send_header('Content-Type', 'application/json')\n\
+         \x20       self.send_header('Content-Length', str(len(body)))\n\
+         \x20       self.end_headers()\n\
+         \x20       self.wfile.write(body)\n\
+         \x20   def log_message(self, *args):\n\
+         \x20       pass\n\
+         http.server.HTTPServer(('127.0.0.1', {app_port}), H).serve_forever()\n"
+    );
     let serve = free_port();
     let mut d = drainit([
         "--grace",
         "120s",
         "--drain-url",
-        &app.url("/drain"),
+        &format!("http://127.0.0.1:{app_port}/drain"),
         "--serve",
         &format!("127.0.0.1:{serve}"),
         "--",
-        "sh",
+        "python3",
         "-c",
-        // The app ignores SIGTERM: the stop lasts until the deadline.
-        "trap '' TERM; while :; do sleep 1; done",
+        &app,
     ])
     .start();
     wait_for("drainit's listener", Duration::from_secs(20), || {
         http_get(serve, "/healthz")
+    });
+    wait_for("the app's drain endpoint", Duration::from_secs(20), || {
+        http_get(app_port, "/drain")
     });
 
     let scratch = Scratch::new("prometheus");
