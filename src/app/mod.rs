@@ -6,4 +6,5 @@ pub mod logging;
 pub mod main;
 pub mod options;
 pub mod probe;
+pub mod reference;
 pub mod values;

@@ -1,0 +1,116 @@
+//! Mistakes that would otherwise pass in silence: a variable drainit does
+//! not know under its prefix (`DRAINIT_DRAIN_ULR`), and a flag clap does
+//! not know (`--grace-period`), each answered with the nearest known name.
+
+use std::ffi::OsString;
+
+use super::names::{is_test_suite_variable, Name, OTHER_DRAINIT_VARIABLES};
+use super::Notice;
+use crate::app::options::OPTIONS;
+
+/// The most unknown variables said at start, one line each; more are
+/// counted in one last line.
+pub const MAX_UNKNOWN_SAID: usize = 8;
+
+/// The longest part of a name compared: no known name is near a longer one.
+const MAX_COMPARED: usize = 64;
+
+/// Edits from `a` to `b` (insertions, deletions, substitutions and swaps
+/// of neighbours, so `ULR` is one from `URL`), of their first
+/// `MAX_COMPARED` bytes.
+pub fn distance(a: &str, b: &str) -> usize {
+    let a = &a.as_bytes()[..a.len().min(MAX_COMPARED)];
+    let b = &b.as_bytes()[..b.len().min(MAX_COMPARED)];
+    // Three rows of the table: two back (for a swap), one back, this one.
+    let mut before: Vec<usize> = vec![0; b.len() + 1];
+    let mut last: Vec<usize> = (0..=b.len()).collect();
+    let mut row = vec![0; b.len() + 1];
+    for i in 1..=a.len() {
+        row[0] = i;
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            row[j] = (last[j] + 1).min(row[j - 1] + 1).min(last[j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                row[j] = row[j].min(before[j - 2] + 1);
+            }
+        }
+        std::mem::swap(&mut before, &mut last);
+        std::mem::swap(&mut last, &mut row);
+    }
+    last[b.len()]
+}
+
+/// The candidate nearest to `name` and how near. A candidate that `name`
+/// extends by whole words (`--grace-period`, `DRAINIT_GRACE_SECONDS`)
+/// counts as one edit away: the extra words are a guess at a longer name.
+pub fn nearest<'a>(
+    name: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<(&'a str, usize)> {
+    candidates
+        .into_iter()
+        .map(|known| {
+            let extends = name
+                .strip_prefix(known)
+                .is_some_and(|rest| rest.starts_with(['-', '_']));
+            let d = if extends { 1 } else { distance(name, known) };
+            (known, d)
+        })
+        .min_by_key(|&(_, d)| d)
+}
+
+/// The long option nearest to an unknown flag as typed (`--grace-period`,
+/// `--grace-period=20s`), when it is near enough to be the one meant.
+pub fn flag_suggestion(typed: &str) -> Option<String> {
+    let name = typed.strip_prefix("--")?.split('=').next()?;
+    let (known, d) = nearest(name, OPTIONS.iter().map(|o| o.long))?;
+    (d <= (name.len() / 3).max(1)).then(|| format!("--{known}"))
+}
+
+/// One warning per variable of the environment that carries drainit's
+/// prefix (or, called as tini or dumb-init, that init's) but is not one it
+/// reads, naming the nearest it does read; at most `MAX_UNKNOWN_SAID`.
+pub fn unknown_variables(names: impl IntoIterator<Item = OsString>, called: Name) -> Vec<Notice> {
+    let option_vars: Vec<String> = OPTIONS.iter().filter_map(|o| o.var()).collect();
+    let mut unknown: Vec<(String, String)> = Vec::new();
+    for name in names {
+        let name = name.to_string_lossy();
+        if let Some((prefix, known)) = called.variables() {
+            if name.starts_with(prefix) && !known.contains(&name.as_ref()) {
+                if let Some((near, _)) = nearest(&name, known.iter().copied()) {
+                    unknown.push((name.to_string(), near.to_string()));
+                }
+                continue;
+            }
+        }
+        if !name.starts_with("DRAINIT_")
+            || option_vars.iter().any(|v| *v == name)
+            || OTHER_DRAINIT_VARIABLES.contains(&name.as_ref())
+            || is_test_suite_variable(&name)
+        {
+            continue;
+        }
+        let known = option_vars.iter().map(String::as_str);
+        let known = known.chain(OTHER_DRAINIT_VARIABLES.iter().copied());
+        if let Some((near, _)) = nearest(&name, known) {
+            unknown.push((name.to_string(), near.to_string()));
+        }
+    }
+    unknown.sort();
+    let mut notices: Vec<Notice> = unknown
+        .iter()
+        .take(MAX_UNKNOWN_SAID)
+        .map(|(name, near)| {
+            Notice::Warn(format!(
+                "unknown variable {name} is ignored (the nearest known name is {near})"
+            ))
+        })
+        .collect();
+    if unknown.len() > MAX_UNKNOWN_SAID {
+        notices.push(Notice::Warn(format!(
+            "{} more unknown variables are ignored",
+            unknown.len() - MAX_UNKNOWN_SAID
+        )));
+    }
+    notices
+}
