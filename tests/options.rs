@@ -326,3 +326,168 @@ fn every_declared_default_parses_with_its_own_option_parser() {
     }
     assert!(checked >= 17, "only {checked} defaults checked");
 }
+
+// Mistakes that speak up at start, on the real binary: the line is the
+// outcome here, and the run still does what it was asked.
+
+mod support;
+
+use support::{assert_usage_error, drainit as launch, path_str, Scratch};
+
+/// Runs the (real) binary under `name` with `vars`, `flags` and a child
+/// that exits 3; returns the exit code and drainit's stderr.
+fn run_as(name: &str, flags: &[&str], vars: &[(&str, &str)]) -> (i32, String) {
+    let scratch = Scratch::new("speak-up");
+    let binary = scratch.file(name);
+    std::os::unix::fs::symlink(DRAINIT, &binary).unwrap();
+    let mut run = launch(flags.iter().chain(&["sh", "-c", "exit 3"]))
+        .binary(path_str(&binary))
+        .not_pid1();
+    for (k, v) in vars {
+        run = run.env(k, v);
+    }
+    run.run()
+}
+
+/// The `unknown variable` warnings in `stderr`.
+fn unknown_lines(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("unknown variable"))
+        .collect()
+}
+
+#[test]
+fn an_unknown_drainit_variable_is_one_warning_naming_the_nearest() {
+    let (code, stderr) = run_as(
+        "drainit",
+        &[],
+        &[("DRAINIT_DRAIN_ULR", "http://127.0.0.1:1/drain")],
+    );
+    assert_eq!(code, 3, "the run goes on: {stderr}");
+    let lines = unknown_lines(&stderr);
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(
+        lines[0].contains("DRAINIT_DRAIN_ULR") && lines[0].contains("DRAINIT_DRAIN_URL"),
+        "{stderr}"
+    );
+    let (code, stderr) = run_as("drainit", &[], &[("DRAINIT_GRAC", "3s")]);
+    assert_eq!(code, 3, "{stderr}");
+    assert!(
+        unknown_lines(&stderr)
+            .iter()
+            .any(|l| l.contains("DRAINIT_GRAC ") && l.contains("DRAINIT_GRACE)")),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn drainits_own_variables_are_not_unknown() {
+    // Options' variables, variables without an option, the test suite's.
+    let (code, stderr) = run_as(
+        "drainit",
+        &[],
+        &[
+            ("DRAINIT_GRACE", "5s"),
+            ("DRAINIT_WARN_ON_REAP", "1"),
+            ("DRAINIT_VERBOSITY", "1"),
+            ("DRAINIT_LOG", "warn"),
+            ("DRAINIT_REQUIRE_DOCKER", "0"),
+            ("DRAINIT_REGENERATE_DOCS", ""),
+            ("TINI_SUBREAPR", "1"),
+            ("DUMB_INIT_SETSIT", "1"),
+        ],
+    );
+    assert_eq!(code, 3, "{stderr}");
+    assert_eq!(unknown_lines(&stderr), Vec::<&str>::new(), "{stderr}");
+}
+
+#[test]
+fn called_tini_or_dumb_init_their_unknown_variables_are_said_too() {
+    let real = [
+        ("TINI_SUBREAPER", "1"),
+        ("TINI_VERBOSITY", "1"),
+        ("TINI_KILL_PROCESS_GROUP", "1"),
+        ("DUMB_INIT_SETSID", "0"),
+        ("DUMB_INIT_DEBUG", "1"),
+    ];
+    for name in ["tini", "tini-static"] {
+        let mut vars = real.to_vec();
+        vars.push(("TINI_SUBREAPR", "1"));
+        let (code, stderr) = run_as(name, &[], &vars);
+        assert_eq!(code, 3, "{name}: {stderr}");
+        let lines = unknown_lines(&stderr);
+        assert_eq!(lines.len(), 1, "{name}: {stderr}");
+        assert!(
+            lines[0].contains("TINI_SUBREAPR ") && lines[0].contains("TINI_SUBREAPER"),
+            "{name}: {stderr}"
+        );
+    }
+    let mut vars = real.to_vec();
+    vars.push(("DUMB_INIT_SETSIT", "1"));
+    let (code, stderr) = run_as("dumb-init", &[], &vars);
+    assert_eq!(code, 3, "{stderr}");
+    let lines = unknown_lines(&stderr);
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(lines[0].contains("DUMB_INIT_SETSID"), "{stderr}");
+}
+
+#[test]
+fn unknown_variables_are_said_at_most_eight_times() {
+    let names: Vec<String> = (0..20).map(|i| format!("DRAINIT_NO_SUCH_{i:02}")).collect();
+    let vars: Vec<(&str, &str)> = names.iter().map(|n| (n.as_str(), "1")).collect();
+    let (code, stderr) = run_as("drainit", &[], &vars);
+    assert_eq!(code, 3, "{stderr}");
+    assert_eq!(unknown_lines(&stderr).len(), 9, "8 and one count: {stderr}");
+    assert!(stderr.contains("12 more unknown variables"), "{stderr}");
+}
+
+#[test]
+fn a_flag_that_beats_its_variable_is_one_info_line_naming_both() {
+    // -v shows INFO; the flag's value is the one used (a bad variable
+    // beaten by its flag is never parsed, so it cannot stop the run).
+    let (code, stderr) = run_as(
+        "drainit",
+        &["-v", "--grace", "3s", "--log-format", "text"],
+        &[
+            ("DRAINIT_GRACE", "not a duration"),
+            ("DRAINIT_LOG_FORMAT", "text"),
+        ],
+    );
+    assert_eq!(code, 3, "{stderr}");
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("INFO") && l.contains("overrides"))
+        .collect();
+    assert_eq!(lines.len(), 2, "{stderr}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("--grace ") && l.contains("DRAINIT_GRACE ")),
+        "{stderr}"
+    );
+    // No variable set: nothing to say.
+    let (code, stderr) = run_as("drainit", &["-v", "--grace", "3s"], &[]);
+    assert_eq!(code, 3, "{stderr}");
+    assert!(!stderr.contains("overrides"), "{stderr}");
+}
+
+#[test]
+fn a_mistyped_flag_gets_the_nearest_option() {
+    assert_usage_error(&["--grace-period", "20s"], &[], "did you mean --grace?");
+    assert_usage_error(
+        &["--drain-ulr", "http://a/"],
+        &[],
+        "did you mean --drain-url?",
+    );
+    // Nothing near: no guess.
+    let (code, stderr) = launch(["--zzzzzz", "true"]).not_pid1().run();
+    assert_eq!(code, 2, "{stderr}");
+    assert!(!stderr.contains("did you mean"), "{stderr}");
+}
+
+#[test]
+fn a_port_alone_for_serve_says_to_write_colon_port() {
+    assert_usage_error(&["--serve", "9090"], &[], "write :9090");
+    assert_usage_error(&[], &[("DRAINIT_SERVE", "9090")], "write :9090");
+}

@@ -88,7 +88,8 @@ that is not an option: `drainit ls -l` runs `ls -l`.
 Every option with a variable in the tables below can also be set with it:
 `DRAINIT_` and the long name in capitals, dashes as underscores
 (`--pre-stop-delay` is `DRAINIT_PRE_STOP_DELAY`). A flag beats its
-variable. `drainit --help` shows the same list; the man page is
+variable, and drainit says so at start (`--grace overrides
+DRAINIT_GRACE`, at info level). `drainit --help` shows the same list; the man page is
 [drainit.1](drainit.1) (`man ./docs/drainit.1`).
 
 Topics: [draining](draining.md), [sd_notify](notify.md), [ECS](ecs.md),
@@ -128,5 +129,8 @@ const REFERENCE_TAIL: &str = "
   IPv6 literals go in brackets (`http://[::1]:8080/drain`).
 
 An invalid option or variable ends drainit with exit code 2 and one line
-naming it, before any child starts.
+naming it, before any child starts; a mistyped option close to a known
+one names it (`did you mean --grace?`). A `DRAINIT_*` variable drainit
+does not read is a warning at start naming the nearest known name
+(`DRAINIT_DRAIN_ULR`: `DRAINIT_DRAIN_URL`), and the run goes on.
 ";

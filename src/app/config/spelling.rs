@@ -41,8 +41,9 @@ pub fn distance(a: &str, b: &str) -> usize {
 }
 
 /// The candidate nearest to `name` and how near. A candidate that `name`
-/// extends by whole words (`--grace-period`, `DRAINIT_GRACE_SECONDS`)
-/// counts as one edit away: the extra words are a guess at a longer name.
+/// extends (`--grace-period`, `--ecs-protection`,
+/// `DRAINIT_GRACE_SECONDS`) counts one edit per four extra characters: the
+/// extra is a guess at a longer name, not a typing slip.
 pub fn nearest<'a>(
     name: &str,
     candidates: impl IntoIterator<Item = &'a str>,
@@ -50,11 +51,11 @@ pub fn nearest<'a>(
     candidates
         .into_iter()
         .map(|known| {
-            let extends = name
-                .strip_prefix(known)
-                .is_some_and(|rest| rest.starts_with(['-', '_']));
-            let d = if extends { 1 } else { distance(name, known) };
-            (known, d)
+            let d = distance(name, known);
+            match name.strip_prefix(known) {
+                Some(extra) => (known, d.min(extra.len().div_ceil(4))),
+                None => (known, d),
+            }
         })
         .min_by_key(|&(_, d)| d)
 }
@@ -113,4 +114,75 @@ pub fn unknown_variables(names: impl IntoIterator<Item = OsString>, called: Name
         )));
     }
     notices
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn distances() {
+        assert_eq!(distance("URL", "ULR"), 1, "a swap is one edit");
+        assert_eq!(distance("GRAC", "GRACE"), 1);
+        assert_eq!(distance("", "ABC"), 3);
+        assert_eq!(distance("SAME", "SAME"), 0);
+        assert_eq!(distance("kitten", "sitting"), 3);
+        // Only the first MAX_COMPARED bytes count: bounded work.
+        let long = "X".repeat(100_000);
+        assert_eq!(distance(&long, "X"), MAX_COMPARED - 1);
+    }
+
+    #[test]
+    fn flags_near_enough_are_suggested() {
+        for (typed, want) in [
+            ("--grace-period", Some("--grace")),
+            ("--grace-period=20s", Some("--grace")),
+            ("--drain-ulr", Some("--drain-url")),
+            ("--sreve", Some("--serve")),
+            ("--ecs-protection", Some("--ecs-protect")),
+            ("--zzzzzz", None),
+            ("-z", None),
+        ] {
+            assert_eq!(flag_suggestion(typed).as_deref(), want, "{typed}");
+        }
+    }
+
+    #[test]
+    fn unknown_variables_by_name() {
+        let names = |list: &[&str]| -> Vec<OsString> { list.iter().map(OsString::from).collect() };
+        let said = |list: &[&str], called| {
+            unknown_variables(names(list), called)
+                .into_iter()
+                .map(|n| match n {
+                    Notice::Warn(text) => text,
+                    Notice::Info(text) => panic!("not a warning: {text}"),
+                })
+                .collect::<Vec<_>>()
+        };
+        let known = [
+            "DRAINIT_GRACE",
+            "DRAINIT_LOG",
+            "DRAINIT_VERBOSITY",
+            "DRAINIT_REQUIRE_DOCKER",
+            "PATH",
+            "TINI_SUBREAPR",
+        ];
+        assert_eq!(said(&known, Name::Drainit), Vec::<String>::new());
+        let got = said(&["DRAINIT_DRAIN_ULR", "PATH"], Name::Drainit);
+        assert_eq!(
+            got,
+            ["unknown variable DRAINIT_DRAIN_ULR is ignored (the nearest known name is DRAINIT_DRAIN_URL)"]
+        );
+        let got = said(&["TINI_SUBREAPR", "TINI_VERBOSITY"], Name::Tini);
+        assert_eq!(got.len(), 1);
+        assert!(got[0].ends_with("TINI_SUBREAPER)"), "{got:?}");
+        assert_eq!(
+            said(&["DUMB_INIT_DEBUG"], Name::DumbInit),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            said(&["DRAINIT_TEST_FAULT"], Name::Drainit).len(),
+            usize::from(!cfg!(feature = "fault-injection"))
+        );
+    }
 }
