@@ -6,7 +6,7 @@ use std::ffi::OsString;
 
 use super::names::{is_test_suite_variable, Name, OTHER_DRAINIT_VARIABLES};
 use super::Notice;
-use crate::app::options::OPTIONS;
+use crate::app::options::{self, OPTIONS};
 
 /// The most unknown variables said at start, one line each; more are
 /// counted in one last line.
@@ -70,50 +70,75 @@ pub fn flag_suggestion(typed: &str) -> Option<String> {
 
 /// One warning per variable of the environment that carries drainit's
 /// prefix (or, called as tini or dumb-init, that init's) but is not one it
-/// reads, naming the nearest it does read; at most `MAX_UNKNOWN_SAID`.
+/// reads, naming the nearest it does read; at most `MAX_UNKNOWN_SAID`, in
+/// the environment's order.
 pub fn unknown_variables(names: impl IntoIterator<Item = OsString>, called: Name) -> Vec<Notice> {
-    let option_vars: Vec<String> = OPTIONS.iter().filter_map(|o| o.var()).collect();
-    let mut unknown: Vec<(String, String)> = Vec::new();
+    let mut notices = Vec::new();
+    let mut unknown = 0;
     for name in names {
-        let name = name.to_string_lossy();
-        if let Some((prefix, known)) = called.variables() {
-            if name.starts_with(prefix) && !known.contains(&name.as_ref()) {
-                if let Some((near, _)) = nearest(&name, known.iter().copied()) {
-                    unknown.push((name.to_string(), near.to_string()));
-                }
-                continue;
-            }
-        }
-        if !name.starts_with("DRAINIT_")
-            || option_vars.iter().any(|v| *v == name)
-            || OTHER_DRAINIT_VARIABLES.contains(&name.as_ref())
-            || is_test_suite_variable(&name)
-        {
+        let Some(near) = name
+            .to_str()
+            .and_then(|name| unknown_variable(name, called))
+        else {
             continue;
-        }
-        let known = option_vars.iter().map(String::as_str);
-        let known = known.chain(OTHER_DRAINIT_VARIABLES.iter().copied());
-        if let Some((near, _)) = nearest(&name, known) {
-            unknown.push((name.to_string(), near.to_string()));
+        };
+        unknown += 1;
+        if unknown <= MAX_UNKNOWN_SAID {
+            notices.push(Notice::Warn(format!(
+                "unknown variable {} is ignored (the nearest known name is {near})",
+                name.to_string_lossy()
+            )));
         }
     }
-    unknown.sort();
-    let mut notices: Vec<Notice> = unknown
-        .iter()
-        .take(MAX_UNKNOWN_SAID)
-        .map(|(name, near)| {
-            Notice::Warn(format!(
-                "unknown variable {name} is ignored (the nearest known name is {near})"
-            ))
-        })
-        .collect();
-    if unknown.len() > MAX_UNKNOWN_SAID {
+    if unknown > MAX_UNKNOWN_SAID {
         notices.push(Notice::Warn(format!(
             "{} more unknown variables are ignored",
-            unknown.len() - MAX_UNKNOWN_SAID
+            unknown - MAX_UNKNOWN_SAID
         )));
     }
     notices
+}
+
+/// The nearest known name when `name` has a prefix drainit minds but is
+/// not a variable it (or the init it is called as) reads.
+fn unknown_variable(name: &str, called: Name) -> Option<String> {
+    if let Some((prefix, known)) = called.variables() {
+        if name.starts_with(prefix) {
+            return match known.contains(&name) {
+                true => None,
+                false => nearest(name, known.iter().copied()).map(|(near, _)| near.to_string()),
+            };
+        }
+    }
+    let rest = name.strip_prefix("DRAINIT_")?;
+    if OTHER_DRAINIT_VARIABLES.contains(&name) || is_test_suite_variable(name) {
+        return None;
+    }
+    // Compared as long names: `DRAIN_ULR` is `drain-ulr`.
+    let long: String = rest
+        .chars()
+        .map(|c| match c {
+            '_' => '-',
+            c => c.to_ascii_lowercase(),
+        })
+        .collect();
+    let with_var = OPTIONS.iter().filter(|o| o.var).map(|o| o.long);
+    let (near, d) = nearest(&long, with_var)?;
+    // `DRAINIT_drain_url` is not `DRAINIT_DRAIN_URL`: only capitals and
+    // underscores make the name drainit reads.
+    let exact = !rest.bytes().any(|b| b == b'-' || b.is_ascii_lowercase());
+    if d == 0 && exact {
+        return None;
+    }
+    // The variables without an option compete too.
+    let other = OTHER_DRAINIT_VARIABLES
+        .iter()
+        .map(|v| (*v, distance(name, v)))
+        .min_by_key(|&(_, d)| d);
+    Some(match other {
+        Some((other, od)) if od < d => other.to_string(),
+        _ => options::env_var(near),
+    })
 }
 
 #[cfg(test)]
@@ -173,6 +198,8 @@ mod tests {
             got,
             ["unknown variable DRAINIT_DRAIN_ULR is ignored (the nearest known name is DRAINIT_DRAIN_URL)"]
         );
+        let got = said(&["DRAINIT_drain_url"], Name::Drainit);
+        assert!(got[0].ends_with("DRAINIT_DRAIN_URL)"), "{got:?}");
         let got = said(&["TINI_SUBREAPR", "TINI_VERBOSITY"], Name::Tini);
         assert_eq!(got.len(), 1);
         assert!(got[0].ends_with("TINI_SUBREAPER)"), "{got:?}");
