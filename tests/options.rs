@@ -274,6 +274,7 @@ fn config(args: &[&str], vars: &[(&str, &str)]) -> Result<Config, String> {
         Request::Run(config) => Ok(*config),
         Request::License => Err("license".into()),
         Request::Probe(_) => Err("probe".into()),
+        Request::Check(_) => Err("check".into()),
     }
 }
 
@@ -490,4 +491,129 @@ fn a_mistyped_flag_gets_the_nearest_option() {
 fn a_port_alone_for_serve_says_to_write_colon_port() {
     assert_usage_error(&["--serve", "9090"], &[], "write :9090");
     assert_usage_error(&[], &[("DRAINIT_SERVE", "9090")], "write :9090");
+}
+
+// `drainit --check`: a client run that checks a configuration, against
+// real HTTP servers; stdout holds one line per finding.
+
+use support::server::{json, refusing_url, Reply, Server};
+
+/// Runs `drainit --check` with `args` and `vars` (never as PID 1: it
+/// starts nothing); returns the exit code and stdout's lines.
+fn check(args: &[&str], vars: &[(&str, &str)]) -> (i32, Vec<String>) {
+    let mut command = Command::new(DRAINIT);
+    command.arg("--check").args(args);
+    for (key, _) in std::env::vars() {
+        if key.starts_with("DRAINIT_") || key.starts_with("ECS_") {
+            command.env_remove(key);
+        }
+    }
+    command.envs(vars.iter().copied());
+    let out = command.output().unwrap();
+    let lines = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    (out.status.code().unwrap_or(-1), lines)
+}
+
+/// The one line of `lines` that starts with `level` and contains `what`.
+fn finding<'a>(lines: &'a [String], level: &str, what: &str) -> &'a str {
+    let found: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.starts_with(&format!("{level}: ")) && l.contains(what))
+        .collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "one {level} line with {what:?} in {lines:#?}"
+    );
+    found[0]
+}
+
+#[test]
+fn check_asks_each_drain_source_once_and_passes_a_good_configuration() {
+    let app = Server::start(|_, _| json(200, r#"{"readyForTermination": false}"#));
+    let scratch = Scratch::new("check-good");
+    let report = scratch.file("out/report.json");
+    let marker = scratch.file("ran");
+    let touch = format!("touch {}", path_str(&marker));
+    let (code, lines) = check(
+        &[
+            "--drain-url",
+            &app.url("/drain"),
+            "--drain-exec",
+            "true",
+            "--stop-exec",
+            &touch,
+            "--exit-report",
+            path_str(&report),
+            "--",
+            "sh",
+            "-c",
+            "exit 0",
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{lines:#?}");
+    assert_eq!(app.count(), 1, "the drain URL asked once");
+    assert!(finding(&lines, "ok", "drain URL").contains("(busy)"));
+    finding(&lines, "ok", "drain command true");
+    finding(&lines, "ok", "program sh");
+    assert!(!lines
+        .iter()
+        .any(|l| l.starts_with("warn") || l.starts_with("error")));
+    // A check runs no program and no stop hook.
+    assert!(!marker.exists(), "a stop command ran");
+}
+
+#[test]
+fn check_fails_on_a_drain_url_that_looks_wrong() {
+    let app = Server::start(|_, _| Reply::Send(404, "text/plain", "no".into()));
+    let (code, lines) = check(&["--drain-url", &app.url("/drian"), "--", "true"], &[]);
+    assert_eq!(code, 1, "{lines:#?}");
+    assert!(finding(&lines, "error", "/drian").contains("looks wrong"));
+    // JSON without the boolean: drainit would never see it ready.
+    let app = Server::start(|_, _| json(200, r#"{"ready": true}"#));
+    let (code, lines) = check(&["--drain-url", &app.url("/drain"), "--", "true"], &[]);
+    assert_eq!(code, 1, "{lines:#?}");
+    finding(&lines, "warn", "/readyForTermination");
+}
+
+#[test]
+fn check_notes_what_cannot_be_told_yet_and_fails_on_mistakes() {
+    // Nothing listens (the app is not running under --check): noted only.
+    let (code, lines) = check(&["--drain-url", &refusing_url(), "--", "true"], &[]);
+    assert_eq!(code, 0, "{lines:#?}");
+    finding(&lines, "info", "nothing listens");
+    // A program that is not there, a host that does not resolve, an
+    // unknown variable: each one line, and the check fails.
+    let (code, lines) = check(
+        &[
+            "--stop-url",
+            "http://no-such-host.invalid:8080/stop",
+            "--",
+            "no-such-program-drainit",
+        ],
+        &[("DRAINIT_GRAC", "3s")],
+    );
+    assert_eq!(code, 1, "{lines:#?}");
+    finding(&lines, "error", "no-such-program-drainit");
+    finding(&lines, "warn", "no-such-host.invalid");
+    finding(&lines, "warn", "DRAINIT_GRACE");
+}
+
+#[test]
+fn check_exits_1_with_one_line_on_a_bad_option_and_never_2() {
+    let (code, lines) = check(&["--grace", "5x"], &[]);
+    assert_eq!(code, 1, "{lines:#?}");
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    assert!(lines[0].starts_with("error: ") && lines[0].contains("--grace"));
+    let (code, lines) = check(&["--grace-period", "5s"], &[]);
+    assert_eq!(code, 1, "{lines:#?}");
+    assert!(lines[0].contains("did you mean --grace?"), "{lines:#?}");
+    // No program is fine: there is nothing to run.
+    let (code, lines) = check(&[], &[]);
+    assert_eq!(code, 0, "{lines:#?}");
 }

@@ -122,6 +122,9 @@ fn arg(opt: &Opt, width: usize) -> Arg {
     if std::ptr::eq(opt, &options::SINGLE_CHILD) {
         arg = arg.conflicts_with(options::KILL_PROCESS_GROUP.long);
     }
+    if std::ptr::eq(opt, &options::CHECK) {
+        arg = arg.conflicts_with(options::PROBE.long);
+    }
     arg
 }
 

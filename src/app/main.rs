@@ -74,16 +74,13 @@ pub fn main() -> ExitCode {
 /// the exit code of a run that ends here: help, version, license, a
 /// `--probe`, or a usage error (said in one line).
 fn configure(name: Name) -> Result<Box<Config>, ExitCode> {
-    // A health check exits 0 or 1, never 2 (Docker reserves it), even for
-    // a command line it cannot read.
-    // (Only drainit's own options: what follows `--` is the child's.)
-    let probing = std::env::args_os()
-        .take_while(|a| a != "--")
-        .any(|a| a == "--probe" || a.to_string_lossy().starts_with("--probe="));
-    let usage_error = if probing {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::from(name.usage_error_code())
+    let mode = Mode::of_args();
+    // A client (a health check, a check of the configuration) exits 0 or
+    // 1, never 2 (Docker reserves it), even for a command line it cannot
+    // read.
+    let usage_error = match mode {
+        Mode::Init => ExitCode::from(name.usage_error_code()),
+        Mode::Probe | Mode::Check => ExitCode::FAILURE,
     };
     let parsed = crate::app::cli::command()
         .try_get_matches()
@@ -96,16 +93,18 @@ fn configure(name: Name) -> Result<Box<Config>, ExitCode> {
             return Err(ExitCode::SUCCESS);
         }
         Err(e) => {
-            say_usage_error(&command_line_error(&e), probing);
+            say_usage_error(&command_line_error(&e), mode);
             return Err(usage_error);
         }
     };
+    // Said first: a misspelt variable explains what follows.
+    let unknown_variables = || {
+        let names = std::env::vars_os().map(|(name, _)| name);
+        spelling::unknown_variables(names, name)
+    };
     match Config::from_raw_as(raw, &|name| std::env::var_os(name), name) {
         Ok(Request::Run(mut config)) => {
-            // Said first: a misspelt variable explains what follows.
-            let names = std::env::vars_os().map(|(name, _)| name);
-            let unknown = spelling::unknown_variables(names, name);
-            config.notices.splice(0..0, unknown);
+            config.notices.splice(0..0, unknown_variables());
             Ok(config)
         }
         Ok(Request::License) => {
@@ -115,16 +114,52 @@ fn configure(name: Name) -> Result<Box<Config>, ExitCode> {
         Ok(Request::Probe(probe)) => {
             // 0 or 1, whatever happens: a bug is unhealthy, never 101.
             let healthy = std::panic::catch_unwind(|| crate::app::probe::run(&probe));
-            Err(if matches!(healthy, Ok(true)) {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            })
+            Err(client_exit(matches!(healthy, Ok(true))))
+        }
+        Ok(Request::Check(mut config)) => {
+            config.notices.splice(0..0, unknown_variables());
+            let passed = std::panic::catch_unwind(|| crate::app::check::run(&config));
+            Err(client_exit(matches!(passed, Ok(true))))
         }
         Err(e) => {
-            say_usage_error(&format!("drainit: {e}"), probing);
+            say_usage_error(&format!("drainit: {e}"), mode);
             Err(usage_error)
         }
+    }
+}
+
+/// 0 when a client run (`--probe`, `--check`) found all well, else 1.
+fn client_exit(well: bool) -> ExitCode {
+    if well {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// What the command line makes of drainit, as far as a usage error goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Init,
+    /// `--probe`: a usage error is an unhealthy result.
+    Probe,
+    /// `--check`: a usage error is the check's finding.
+    Check,
+}
+
+impl Mode {
+    /// From drainit's own options (what follows `--` is the child's).
+    fn of_args() -> Mode {
+        let mut mode = Mode::Init;
+        for arg in std::env::args_os().take_while(|a| a != "--") {
+            if arg == "--probe" || arg.to_string_lossy().starts_with("--probe=") {
+                return Mode::Probe;
+            }
+            if arg == "--check" {
+                mode = Mode::Check;
+            }
+        }
+        mode
     }
 }
 
@@ -186,13 +221,17 @@ fn finish(config: &Config, outcome: &Outcome, mut summary: RunSummary) -> u8 {
     code
 }
 
-/// A usage error's one line: on stderr, or for `--probe` on stdout as an
-/// unhealthy result (a health check's one line of output).
-fn say_usage_error(line: &str, probing: bool) {
-    if probing {
-        print_quietly(&format!("unhealthy: {line}\n"), false);
-    } else {
-        eprintln!("{line}");
+/// A usage error's one line: on stderr; for `--probe` on stdout as an
+/// unhealthy result (a health check's one line of output), for `--check`
+/// on stdout as its finding.
+fn say_usage_error(line: &str, mode: Mode) {
+    match mode {
+        Mode::Init => eprintln!("{line}"),
+        Mode::Probe => print_quietly(&format!("unhealthy: {line}\n"), false),
+        Mode::Check => {
+            let finding = line.strip_prefix("drainit: ").unwrap_or(line);
+            print_quietly(&format!("error: {finding}\n"), false)
+        }
     }
 }
 

@@ -1,5 +1,6 @@
 //! The program: options, validated configuration, logging, `main`.
 
+pub mod check;
 pub mod cli;
 pub mod config;
 pub mod logging;

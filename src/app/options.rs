@@ -246,6 +246,14 @@ declare! {
         help: "Print the license and exit",
         ..FLAG
     };
+    CHECK = Opt {
+        long: "check",
+        var: false,
+        help: "Check the configuration and exit 0 or 1, starting no program: every option and \
+               variable, the program if given, every host, and one ask of each drain source; \
+               one line per finding on stdout",
+        ..FLAG
+    };
     VERSION = Opt {
         long: "version",
         short: Some('V'),

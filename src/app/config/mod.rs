@@ -45,6 +45,9 @@ pub enum Request {
     License,
     /// `--probe`: a health check, not a run.
     Probe(Probe),
+    /// `--check`: the configuration of a run to check, not run; its
+    /// `program` is empty when none was given.
+    Check(Box<Config>),
 }
 
 /// The most drain sources a run may have: each costs a poll per round.
@@ -81,18 +84,24 @@ impl Config {
             }
             return health::probe(&Env::new(env, raw), &url).map(Request::Probe);
         }
+        // `--check` needs no program: it runs none.
+        let check = raw.flag(&options::CHECK);
         let mut command = std::mem::take(&mut raw.command).into_iter();
-        let program = command
-            .next()
-            .filter(|p| p != OsStr::new(""))
-            .ok_or_else(|| {
-                UsageError(
+        let program = match command.next().filter(|p| p != OsStr::new("")) {
+            Some(program) => program,
+            None if check => OsString::new(),
+            None => {
+                return Err(UsageError(
                     "missing PROGRAM to run (usage: drainit [OPTIONS] [--] PROGRAM [ARGS...])"
                         .into(),
-                )
-            })?;
+                ))
+            }
+        };
         let config = Config::from_env(&Env::new(env, raw), name, program, command.collect())?;
-        Ok(Request::Run(Box::new(config)))
+        Ok(match check {
+            true => Request::Check(Box::new(config)),
+            false => Request::Run(Box::new(config)),
+        })
     }
 
     /// The run's configuration, each concern read by its own file.

@@ -26,6 +26,7 @@ fn parse_with(args: &[&str], vars: &[(&str, &str)]) -> Result<Config, UsageError
         Request::Run(config) => Ok(*config),
         Request::License => Err(UsageError("license".into())),
         Request::Probe(_) => Err(UsageError("probe".into())),
+        Request::Check(_) => Err(UsageError("check".into())),
     }
 }
 
