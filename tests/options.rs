@@ -617,3 +617,16 @@ fn check_exits_1_with_one_line_on_a_bad_option_and_never_2() {
     let (code, lines) = check(&[], &[]);
     assert_eq!(code, 0, "{lines:#?}");
 }
+
+#[test]
+fn check_kills_a_drain_command_that_outruns_its_timeout() {
+    let started = std::time::Instant::now();
+    let (code, lines) = check(
+        &["--drain-exec", "sleep 60", "--drain-timeout", "200ms"],
+        &[],
+    );
+    assert_eq!(code, 1, "{lines:#?}");
+    assert!(finding(&lines, "warn", "drain command sleep").contains("--drain-timeout"));
+    // Killed, not waited for: well under the command's own 60 s.
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+}

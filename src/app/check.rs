@@ -40,7 +40,7 @@ struct Findings {
 
 impl Findings {
     /// One finding, on stdout at once (a slow ask shows where it is).
-    fn say(&mut self, level: Level, text: &str) {
+    fn say(&mut self, level: Level, text: std::fmt::Arguments<'_>) {
         let word = match level {
             Level::Ok => "ok",
             Level::Info => "info",
@@ -57,11 +57,14 @@ impl Findings {
 /// Checks `config`; true when nothing is wrong.
 pub fn run(config: &Config) -> bool {
     let mut findings = Findings { failed: false };
-    findings.say(Level::Ok, "the options and variables are valid");
+    findings.say(
+        Level::Ok,
+        format_args!("the options and variables are valid"),
+    );
     for notice in &config.notices {
         match notice {
-            Notice::Info(text) => findings.say(Level::Info, text),
-            Notice::Warn(text) => findings.say(Level::Warn, text),
+            Notice::Info(text) => findings.say(Level::Info, format_args!("{text}")),
+            Notice::Warn(text) => findings.say(Level::Warn, format_args!("{text}")),
         }
     }
     program(config, &mut findings);
@@ -86,22 +89,22 @@ pub fn run(config: &Config) -> bool {
 /// start it.
 fn program(config: &Config, findings: &mut Findings) {
     if config.program.is_empty() {
-        findings.say(Level::Info, "no PROGRAM given: not checked");
+        findings.say(Level::Info, format_args!("no PROGRAM given: not checked"));
         return;
     }
     let name = config.program.to_string_lossy();
     let path = std::env::var("PATH").ok();
-    let found = shlex::try_quote(&name)
-        .map_err(|e| e.to_string())
-        .and_then(|quoted| crate::io::commands::parse_command(&quoted, path.as_deref()));
+    // Quoted whole, as one word: the program's name is not split.
+    let quoted = format!("'{}'", name.replace('\'', r"'\''"));
+    let found = crate::io::commands::parse_command(&quoted, path.as_deref());
     match found {
         Ok(cmd) => findings.say(
             Level::Ok,
-            &format!("program {}: {}", escape(&name, 200), cmd.program.display()),
+            format_args!("program {}: {}", escape(&name, 200), cmd.program.display()),
         ),
         Err(e) => findings.say(
             Level::Error,
-            &format!("program {}: {e}", escape(&name, 200)),
+            format_args!("program {}: {e}", escape(&name, 200)),
         ),
     }
 }
@@ -111,10 +114,10 @@ fn program(config: &Config, findings: &mut Findings) {
 fn files(config: &Config, findings: &mut Findings) {
     if let Some(path) = &config.exit_report {
         match crate::io::report_file::prepare(path) {
-            Ok(()) => findings.say(Level::Ok, &format!("--exit-report {}", path.display())),
+            Ok(()) => findings.say(Level::Ok, format_args!("--exit-report {}", path.display())),
             Err(e) => findings.say(
                 Level::Error,
-                &format!("--exit-report {}: {e}", path.display()),
+                format_args!("--exit-report {}: {e}", path.display()),
             ),
         }
     }
@@ -123,30 +126,30 @@ fn files(config: &Config, findings: &mut Findings) {
         match dir.map(std::path::Path::is_dir) {
             Some(false) => findings.say(
                 Level::Warn,
-                &format!(
+                format_args!(
                     "drain file {}: its directory does not exist (the app must make it)",
                     file.display()
                 ),
             ),
             _ if file.exists() => findings.say(
                 Level::Info,
-                &format!(
+                format_args!(
                     "drain file {} exists now: it counts only once written during a stop",
                     file.display()
                 ),
             ),
-            _ => findings.say(Level::Ok, &format!("drain file {}", file.display())),
+            _ => findings.say(Level::Ok, format_args!("drain file {}", file.display())),
         }
     }
     if let Some(addr) = config.serve {
         match crate::io::serve::bind(addr) {
             Ok(listener) => {
                 drop(listener);
-                findings.say(Level::Ok, &format!("--serve {addr} can listen"));
+                findings.say(Level::Ok, format_args!("--serve {addr} can listen"));
             }
             Err(e) => findings.say(
                 Level::Error,
-                &format!("--serve {addr}: cannot listen there: {e}"),
+                format_args!("--serve {addr}: cannot listen there: {e}"),
             ),
         }
     }
@@ -177,9 +180,12 @@ fn hosts(config: &Config, findings: &mut Findings) {
         match crate::io::http::connect_only(&host, url.port, ASK_TIMEOUT) {
             Err(f) if matches!(f.kind(), "resolve" | "resolver_busy") => findings.say(
                 Level::Warn,
-                &format!("host {} does not resolve: {f}", escape(&host, 100)),
+                format_args!("host {} does not resolve: {f}", escape(&host, 100)),
             ),
-            _ => findings.say(Level::Ok, &format!("host {} resolves", escape(&host, 100))),
+            _ => findings.say(
+                Level::Ok,
+                format_args!("host {} resolves", escape(&host, 100)),
+            ),
         }
         seen.push(host);
     }
@@ -219,7 +225,7 @@ fn drain_url(url: &str, pointer: &str, findings: &mut Findings) {
     let what = format!("drain URL {}", escape(&public_url(url), 200));
     let result = ask(url);
     if let Some((level, text)) = unanswered(&what, &result) {
-        return findings.say(level, &text);
+        return findings.say(level, format_args!("{text}"));
     }
     let reading = drain_body::evaluate(&result, pointer);
     let unreadable = reading
@@ -229,14 +235,17 @@ fn drain_url(url: &str, pointer: &str, findings: &mut Findings) {
     if unreadable {
         return findings.say(
             Level::Warn,
-            &format!(
+            format_args!(
                 "{what}: {}: drainit would never see it ready (the boolean is read at {pointer}, --drain-field)",
                 reading.summary
             ),
         );
     }
     let state = if reading.ready { "ready" } else { "busy" };
-    findings.say(Level::Ok, &format!("{what}: {} ({state})", reading.summary));
+    findings.say(
+        Level::Ok,
+        format_args!("{what}: {} ({state})", reading.summary),
+    );
 }
 
 /// A drain command, run once within `timeout` as during a stop.
@@ -247,38 +256,44 @@ fn drain_exec(cmd: &Cmd, timeout: Duration, findings: &mut Findings) {
     );
     let pid = match crate::io::commands::start(cmd) {
         Ok(pid) => pid,
-        Err(e) => return findings.say(Level::Error, &format!("{what}: cannot start: {e}")),
+        Err(e) => return findings.say(Level::Error, format_args!("{what}: cannot start: {e}")),
     };
-    let (tx, rx) = std::sync::mpsc::channel();
-    let waiter = std::thread::spawn(move || {
-        let mut status = 0;
-        // SAFETY: waits for the one child this thread was given.
-        let done = unsafe { libc::waitpid(pid, &mut status, 0) } == pid;
-        let _ = tx.send(done.then_some(status));
-    });
-    let status = match rx.recv_timeout(timeout) {
+    let status = match wait_within(pid, timeout) {
         Ok(status) => status,
-        Err(_) => {
-            crate::io::commands::kill_group(pid);
-            let _ = waiter.join();
-            return findings.say(
-                Level::Warn,
-                &format!("{what}: ran longer than --drain-timeout and was killed"),
-            );
-        }
+        Err(why) => return findings.say(Level::Warn, format_args!("{what}: {why}")),
     };
-    let _ = waiter.join();
-    match status
-        .filter(|s| libc::WIFEXITED(*s))
-        .map(|s| libc::WEXITSTATUS(s))
-    {
-        Some(0) => findings.say(Level::Ok, &format!("{what}: exit 0 (ready)")),
+    let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+    match code {
+        Some(0) => findings.say(Level::Ok, format_args!("{what}: exit 0 (ready)")),
         Some(code @ (126 | 127)) => findings.say(
             Level::Error,
-            &format!("{what}: exit {code} (its shell could not run a program)"),
+            format_args!("{what}: exit {code} (its shell could not run a program)"),
         ),
-        Some(code) => findings.say(Level::Ok, &format!("{what}: exit {code} (busy)")),
-        None => findings.say(Level::Warn, &format!("{what}: ended by a signal")),
+        Some(code) => findings.say(Level::Ok, format_args!("{what}: exit {code} (busy)")),
+        None => findings.say(Level::Warn, format_args!("{what}: ended by a signal")),
+    }
+}
+
+/// The wait status of child `pid` once it ends within `timeout`, polled
+/// every `POLL`; past the timeout its process group is killed and reaped,
+/// and the error says so.
+fn wait_within(pid: i32, timeout: Duration) -> Result<i32, &'static str> {
+    const POLL: Duration = Duration::from_millis(10);
+    let deadline = std::time::Instant::now() + timeout;
+    let mut status = 0;
+    loop {
+        // SAFETY: waits for the one child started for this check.
+        match unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } {
+            0 if std::time::Instant::now() < deadline => std::thread::sleep(POLL),
+            0 => {
+                crate::io::commands::kill_group(pid);
+                // SAFETY: as above; it is dying of SIGKILL.
+                unsafe { libc::waitpid(pid, &mut status, 0) };
+                return Err("ran longer than --drain-timeout and was killed");
+            }
+            n if n == pid => return Ok(status),
+            _ => return Err("could not be waited for"),
+        }
     }
 }
 
@@ -287,7 +302,7 @@ fn ready_url(url: &str, findings: &mut Findings) {
     let what = format!("--ready-url {}", escape(&public_url(url), 200));
     let result = ask(url);
     if let Some((level, text)) = unanswered(&what, &result) {
-        return findings.say(level, &text);
+        return findings.say(level, format_args!("{text}"));
     }
     let status = result.map_or(0, |r| r.status);
     let state = if (200..300).contains(&status) {
@@ -295,7 +310,7 @@ fn ready_url(url: &str, findings: &mut Findings) {
     } else {
         "not ready"
     };
-    findings.say(Level::Ok, &format!("{what}: HTTP {status} ({state})"));
+    findings.say(Level::Ok, format_args!("{what}: HTTP {status} ({state})"));
 }
 
 /// The ECS task metadata endpoint: asked once, 2xx expected.
@@ -303,9 +318,9 @@ fn metadata(uri: &str, findings: &mut Findings) {
     let what = format!("ECS task metadata {}", escape(&public_url(uri), 200));
     match ask(&format!("{}/task", uri.trim_end_matches('/'))) {
         Ok(r) if (200..300).contains(&r.status) => {
-            findings.say(Level::Ok, &format!("{what}: HTTP {}", r.status))
+            findings.say(Level::Ok, format_args!("{what}: HTTP {}", r.status))
         }
-        Ok(r) => findings.say(Level::Warn, &format!("{what}: HTTP {}", r.status)),
-        Err(f) => findings.say(Level::Warn, &format!("{what}: {f}")),
+        Ok(r) => findings.say(Level::Warn, format_args!("{what}: HTTP {}", r.status)),
+        Err(f) => findings.say(Level::Warn, format_args!("{what}: {f}")),
     }
 }
