@@ -245,6 +245,7 @@ fn usage_errors_exit_as_the_named_init_would() {
     let scratch = Scratch::new("names");
     for (name, code) in [
         ("tini", 1),
+        ("tini-static", 1),
         ("dumb-init", 1),
         ("docker-init", 2),
         ("drainit", 2),

@@ -1,5 +1,6 @@
 //! The option declarations (`src/app/options.rs`) against everything made
-//! from them: the committed options reference (docs/options.md) and man
+//! from them: the committed options reference (docs/options.md, by
+//! `app::reference`) and man
 //! page (docs/drainit.1) are regenerated and compared, `drainit --help`
 //! shows every option with its variable and default within 100 columns,
 //! and every declared default parses with its option's own parser.
@@ -15,6 +16,7 @@ use clap::Parser;
 use drainit::app::cli::{self, RawArgs};
 use drainit::app::config::{Config, Request};
 use drainit::app::options::{self, Kind, Opt, OPTIONS};
+use drainit::app::reference;
 
 const DRAINIT: &str = env!("CARGO_BIN_EXE_drainit");
 const REGENERATE: &str = "DRAINIT_REGENERATE_DOCS";
@@ -54,7 +56,7 @@ fn check_generated(relative: &str, generated: &str) {
 
 #[test]
 fn the_options_reference_is_generated_from_the_declarations() {
-    check_generated("docs/options.md", &options::reference());
+    check_generated("docs/options.md", &reference::reference());
 }
 
 /// The man page: clap_mangen over `cli::command()` for NAME, SYNOPSIS and
@@ -266,7 +268,7 @@ fn the_declarations_are_consistent() {
             assert!(opt.default_value().is_none(), "--{}", opt.long);
         }
         assert!(!opt.help.is_empty() && !opt.help.ends_with('.'));
-        assert_eq!(options::get(opt.long).long, opt.long);
+        assert_eq!(options::find(opt.long).map(|o| o.long), Some(opt.long));
     }
     assert_eq!(options::env_var("pre-stop-delay"), "DRAINIT_PRE_STOP_DELAY");
 }
@@ -292,6 +294,7 @@ fn config(args: &[&str], vars: &[(&str, &str)]) -> Result<Config, String> {
         Request::Run(config) => Ok(*config),
         Request::License => Err("license".into()),
         Request::Probe(_) => Err("probe".into()),
+        Request::Check(_) => Err("check".into()),
     }
 }
 
@@ -343,4 +346,307 @@ fn every_declared_default_parses_with_its_own_option_parser() {
         checked += 1;
     }
     assert!(checked >= 17, "only {checked} defaults checked");
+}
+
+// Mistakes that speak up at start, on the real binary: the line is the
+// outcome here, and the run still does what it was asked.
+
+mod support;
+
+use support::{assert_usage_error, drainit as launch, path_str, Scratch};
+
+/// Runs the (real) binary under `name` with `vars`, `flags` and a child
+/// that exits 3; returns the exit code and drainit's stderr.
+fn run_as(name: &str, flags: &[&str], vars: &[(&str, &str)]) -> (i32, String) {
+    let scratch = Scratch::new("speak-up");
+    let binary = scratch.file(name);
+    std::os::unix::fs::symlink(DRAINIT, &binary).unwrap();
+    let mut run = launch(flags.iter().chain(&["sh", "-c", "exit 3"]))
+        .binary(path_str(&binary))
+        .not_pid1();
+    for (k, v) in vars {
+        run = run.env(k, v);
+    }
+    run.run()
+}
+
+/// The `unknown variable` warnings in `stderr`.
+fn unknown_lines(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("unknown variable"))
+        .collect()
+}
+
+#[test]
+fn an_unknown_drainit_variable_is_one_warning_naming_the_nearest() {
+    let (code, stderr) = run_as(
+        "drainit",
+        &[],
+        &[("DRAINIT_DRAIN_ULR", "http://127.0.0.1:1/drain")],
+    );
+    assert_eq!(code, 3, "the run goes on: {stderr}");
+    let lines = unknown_lines(&stderr);
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(
+        lines[0].contains("DRAINIT_DRAIN_ULR") && lines[0].contains("DRAINIT_DRAIN_URL"),
+        "{stderr}"
+    );
+    let (code, stderr) = run_as("drainit", &[], &[("DRAINIT_GRAC", "3s")]);
+    assert_eq!(code, 3, "{stderr}");
+    assert!(
+        unknown_lines(&stderr)
+            .iter()
+            .any(|l| l.contains("DRAINIT_GRAC ") && l.contains("DRAINIT_GRACE)")),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn drainits_own_variables_are_not_unknown() {
+    // Options' variables, variables without an option, the test suite's.
+    let (code, stderr) = run_as(
+        "drainit",
+        &[],
+        &[
+            ("DRAINIT_GRACE", "5s"),
+            ("DRAINIT_WARN_ON_REAP", "1"),
+            ("DRAINIT_VERBOSITY", "1"),
+            ("DRAINIT_LOG", "warn"),
+            ("DRAINIT_REQUIRE_DOCKER", "0"),
+            ("DRAINIT_REGENERATE_DOCS", ""),
+            ("TINI_SUBREAPR", "1"),
+            ("DUMB_INIT_SETSIT", "1"),
+        ],
+    );
+    assert_eq!(code, 3, "{stderr}");
+    assert_eq!(unknown_lines(&stderr), Vec::<&str>::new(), "{stderr}");
+}
+
+#[test]
+fn called_tini_or_dumb_init_their_unknown_variables_are_said_too() {
+    let real = [
+        ("TINI_SUBREAPER", "1"),
+        ("TINI_VERBOSITY", "1"),
+        ("TINI_KILL_PROCESS_GROUP", "1"),
+        ("DUMB_INIT_SETSID", "0"),
+        ("DUMB_INIT_DEBUG", "1"),
+    ];
+    for name in ["tini", "tini-static"] {
+        let mut vars = real.to_vec();
+        vars.push(("TINI_SUBREAPR", "1"));
+        let (code, stderr) = run_as(name, &[], &vars);
+        assert_eq!(code, 3, "{name}: {stderr}");
+        let lines = unknown_lines(&stderr);
+        assert_eq!(lines.len(), 1, "{name}: {stderr}");
+        assert!(
+            lines[0].contains("TINI_SUBREAPR ") && lines[0].contains("TINI_SUBREAPER"),
+            "{name}: {stderr}"
+        );
+    }
+    let mut vars = real.to_vec();
+    vars.push(("DUMB_INIT_SETSIT", "1"));
+    let (code, stderr) = run_as("dumb-init", &[], &vars);
+    assert_eq!(code, 3, "{stderr}");
+    let lines = unknown_lines(&stderr);
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(lines[0].contains("DUMB_INIT_SETSID"), "{stderr}");
+}
+
+#[test]
+fn unknown_variables_are_said_at_most_eight_times() {
+    let names: Vec<String> = (0..20).map(|i| format!("DRAINIT_NO_SUCH_{i:02}")).collect();
+    let vars: Vec<(&str, &str)> = names.iter().map(|n| (n.as_str(), "1")).collect();
+    let (code, stderr) = run_as("drainit", &[], &vars);
+    assert_eq!(code, 3, "{stderr}");
+    assert_eq!(unknown_lines(&stderr).len(), 9, "8 and one count: {stderr}");
+    assert!(stderr.contains("12 more unknown variables"), "{stderr}");
+}
+
+#[test]
+fn a_flag_that_beats_its_variable_is_one_info_line_naming_both() {
+    // -v shows INFO; the flag's value is the one used (a bad variable
+    // beaten by its flag is never parsed, so it cannot stop the run).
+    let (code, stderr) = run_as(
+        "drainit",
+        &["-v", "--grace", "3s", "--log-format", "text"],
+        &[
+            ("DRAINIT_GRACE", "not a duration"),
+            ("DRAINIT_LOG_FORMAT", "text"),
+        ],
+    );
+    assert_eq!(code, 3, "{stderr}");
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("INFO") && l.contains("overrides"))
+        .collect();
+    assert_eq!(lines.len(), 2, "{stderr}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("--grace ") && l.contains("DRAINIT_GRACE ")),
+        "{stderr}"
+    );
+    // No variable set: nothing to say.
+    let (code, stderr) = run_as("drainit", &["-v", "--grace", "3s"], &[]);
+    assert_eq!(code, 3, "{stderr}");
+    assert!(!stderr.contains("overrides"), "{stderr}");
+}
+
+#[test]
+fn a_mistyped_flag_gets_the_nearest_option() {
+    assert_usage_error(&["--grace-period", "20s"], &[], "did you mean --grace?");
+    assert_usage_error(
+        &["--drain-ulr", "http://a/"],
+        &[],
+        "did you mean --drain-url?",
+    );
+    // Nothing near: no guess.
+    let (code, stderr) = launch(["--zzzzzz", "true"]).not_pid1().run();
+    assert_eq!(code, 2, "{stderr}");
+    assert!(!stderr.contains("did you mean"), "{stderr}");
+}
+
+#[test]
+fn a_port_alone_for_serve_says_to_write_colon_port() {
+    assert_usage_error(&["--serve", "9090"], &[], "write :9090");
+    assert_usage_error(&[], &[("DRAINIT_SERVE", "9090")], "write :9090");
+}
+
+// `drainit --check`: a client run that checks a configuration, against
+// real HTTP servers; stdout holds one line per finding.
+
+use support::server::{json, refusing_url, Reply, Server};
+
+/// Runs `drainit --check` with `args` and `vars` (never as PID 1: it
+/// starts nothing); returns the exit code and stdout's lines.
+fn check(args: &[&str], vars: &[(&str, &str)]) -> (i32, Vec<String>) {
+    let mut command = Command::new(DRAINIT);
+    command.arg("--check").args(args);
+    for (key, _) in std::env::vars() {
+        if key.starts_with("DRAINIT_") || key.starts_with("ECS_") {
+            command.env_remove(key);
+        }
+    }
+    command.envs(vars.iter().copied());
+    let out = command.output().unwrap();
+    let lines = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    (out.status.code().unwrap_or(-1), lines)
+}
+
+/// The one line of `lines` that starts with `level` and contains `what`.
+fn finding<'a>(lines: &'a [String], level: &str, what: &str) -> &'a str {
+    let found: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.starts_with(&format!("{level}: ")) && l.contains(what))
+        .collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "one {level} line with {what:?} in {lines:#?}"
+    );
+    found[0]
+}
+
+#[test]
+fn check_asks_each_drain_source_once_and_passes_a_good_configuration() {
+    let app = Server::start(|_, _| json(200, r#"{"readyForTermination": false}"#));
+    let scratch = Scratch::new("check-good");
+    let report = scratch.file("out/report.json");
+    let marker = scratch.file("ran");
+    let touch = format!("touch {}", path_str(&marker));
+    let (code, lines) = check(
+        &[
+            "--drain-url",
+            &app.url("/drain"),
+            "--drain-exec",
+            "true",
+            "--stop-exec",
+            &touch,
+            "--exit-report",
+            path_str(&report),
+            "--",
+            "sh",
+            "-c",
+            "exit 0",
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{lines:#?}");
+    assert_eq!(app.count(), 1, "the drain URL asked once");
+    assert!(finding(&lines, "ok", "drain URL").contains("(busy)"));
+    finding(&lines, "ok", "drain command true");
+    finding(&lines, "ok", "program sh");
+    assert!(!lines
+        .iter()
+        .any(|l| l.starts_with("warn") || l.starts_with("error")));
+    // A check runs no program and no stop hook.
+    assert!(!marker.exists(), "a stop command ran");
+}
+
+#[test]
+fn check_fails_on_a_drain_url_that_looks_wrong() {
+    let app = Server::start(|_, _| Reply::Send(404, "text/plain", "no".into()));
+    let (code, lines) = check(&["--drain-url", &app.url("/drian"), "--", "true"], &[]);
+    assert_eq!(code, 1, "{lines:#?}");
+    assert!(finding(&lines, "error", "/drian").contains("looks wrong"));
+    // JSON without the boolean: drainit would never see it ready.
+    let app = Server::start(|_, _| json(200, r#"{"ready": true}"#));
+    let (code, lines) = check(&["--drain-url", &app.url("/drain"), "--", "true"], &[]);
+    assert_eq!(code, 1, "{lines:#?}");
+    finding(&lines, "warn", "/readyForTermination");
+}
+
+#[test]
+fn check_notes_what_cannot_be_told_yet_and_fails_on_mistakes() {
+    // Nothing listens (the app is not running under --check): noted only.
+    let (code, lines) = check(&["--drain-url", &refusing_url(), "--", "true"], &[]);
+    assert_eq!(code, 0, "{lines:#?}");
+    finding(&lines, "info", "nothing listens");
+    // A program that is not there, a host that does not resolve, an
+    // unknown variable: each one line, and the check fails.
+    let (code, lines) = check(
+        &[
+            "--stop-url",
+            "http://no-such-host.invalid:8080/stop",
+            "--",
+            "no-such-program-drainit",
+        ],
+        &[("DRAINIT_GRAC", "3s")],
+    );
+    assert_eq!(code, 1, "{lines:#?}");
+    finding(&lines, "error", "no-such-program-drainit");
+    finding(&lines, "warn", "no-such-host.invalid");
+    finding(&lines, "warn", "DRAINIT_GRACE");
+}
+
+#[test]
+fn check_exits_1_with_one_line_on_a_bad_option_and_never_2() {
+    let (code, lines) = check(&["--grace", "5x"], &[]);
+    assert_eq!(code, 1, "{lines:#?}");
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    assert!(lines[0].starts_with("error: ") && lines[0].contains("--grace"));
+    let (code, lines) = check(&["--grace-period", "5s"], &[]);
+    assert_eq!(code, 1, "{lines:#?}");
+    assert!(lines[0].contains("did you mean --grace?"), "{lines:#?}");
+    // No program is fine: there is nothing to run.
+    let (code, lines) = check(&[], &[]);
+    assert_eq!(code, 0, "{lines:#?}");
+}
+
+#[test]
+fn check_kills_a_drain_command_that_outruns_its_timeout() {
+    let started = std::time::Instant::now();
+    let (code, lines) = check(
+        &["--drain-exec", "sleep 60", "--drain-timeout", "200ms"],
+        &[],
+    );
+    assert_eq!(code, 1, "{lines:#?}");
+    assert!(finding(&lines, "warn", "drain command sleep").contains("--drain-timeout"));
+    // Killed, not waited for: well under the command's own 60 s.
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
 }

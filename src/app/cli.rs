@@ -7,7 +7,7 @@ use std::ffi::OsString;
 
 use clap::{Arg, ArgAction, ArgMatches, Command, CommandFactory, FromArgMatches, Parser};
 
-use crate::app::options::{Kind, Opt, OPTIONS};
+use crate::app::options::{self, Kind, Opt, OPTIONS};
 
 const ABOUT: &str = "\
 A drain-aware init for containers: reaps zombies, forwards signals, and holds SIGKILL back
@@ -119,8 +119,11 @@ fn arg(opt: &Opt, width: usize) -> Arg {
     if let Some(heading) = opt.heading.title() {
         arg = arg.help_heading(heading);
     }
-    if opt.long == "single-child" {
-        arg = arg.conflicts_with("kill-process-group");
+    if std::ptr::eq(opt, &options::SINGLE_CHILD) {
+        arg = arg.conflicts_with(options::KILL_PROCESS_GROUP.long);
+    }
+    if std::ptr::eq(opt, &options::CHECK) {
+        arg = arg.conflicts_with(options::PROBE.long);
     }
     arg
 }
@@ -162,8 +165,9 @@ fn help(opt: &Opt, width: usize) -> String {
     out
 }
 
-/// The command line as given: each declared option's values by its long
-/// name, and the program with its arguments.
+/// The command line as given: each declared option's values, asked for by
+/// the option's constant (its long name is clap's id), and the program
+/// with its arguments.
 #[derive(Debug, Clone)]
 pub struct RawArgs {
     matches: ArgMatches,
@@ -171,27 +175,27 @@ pub struct RawArgs {
 }
 
 impl RawArgs {
-    /// Whether the switch `--long` was given.
-    pub fn flag(&self, long: &str) -> bool {
-        self.matches.get_flag(long)
+    /// Whether the switch `opt` was given.
+    pub fn flag(&self, opt: &Opt) -> bool {
+        self.matches.get_flag(opt.long)
     }
 
-    /// How often the counted switch `--long` was given.
-    pub fn count(&self, long: &str) -> u8 {
-        self.matches.get_count(long)
+    /// How often the counted switch `opt` was given.
+    pub fn count(&self, opt: &Opt) -> u8 {
+        self.matches.get_count(opt.long)
     }
 
-    /// The values of `--long`, as typed, in order (empty when not given).
-    pub fn values(&self, long: &str) -> Vec<String> {
+    /// The values of `opt`, as typed, in order (empty when not given).
+    pub fn values(&self, opt: &Opt) -> Vec<String> {
         self.matches
-            .get_many::<String>(long)
+            .get_many::<String>(opt.long)
             .map(|values| values.cloned().collect())
             .unwrap_or_default()
     }
 
-    /// The value of a single-valued `--long`, if given.
-    pub fn value(&self, long: &str) -> Option<String> {
-        self.matches.get_one::<String>(long).cloned()
+    /// The value of a single-valued `opt`, if given.
+    pub fn value(&self, opt: &Opt) -> Option<String> {
+        self.matches.get_one::<String>(opt.long).cloned()
     }
 }
 

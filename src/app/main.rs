@@ -4,12 +4,12 @@
 
 use std::process::ExitCode;
 
-use clap::error::ErrorKind;
+use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::FromArgMatches;
 use log::{debug, warn};
 
 use crate::app::cli::RawArgs;
-use crate::app::config::{Config, Name, Notice, Request};
+use crate::app::config::{spelling, Config, Name, Notice, Request};
 use crate::app::logging;
 use crate::core::outcome::{self as exit, ExitPolicy, Outcome, RunSummary, SpawnFailure};
 use crate::io::{logwriter, signals};
@@ -25,57 +25,9 @@ pub fn main() -> ExitCode {
     crate::io::http::install_panic_hook();
     let name = Name::of(std::env::args_os().next().as_deref());
     let usage_error = ExitCode::from(name.usage_error_code());
-    // A health check exits 0 or 1, never 2 (Docker reserves it), even for
-    // a command line it cannot read.
-    // (Only drainit's own options: what follows `--` is the child's.)
-    let probing = std::env::args_os()
-        .take_while(|a| a != "--")
-        .any(|a| a == "--probe" || a.to_string_lossy().starts_with("--probe="));
-    let usage_error = if probing {
-        ExitCode::FAILURE
-    } else {
-        usage_error
-    };
-    let parsed = crate::app::cli::command()
-        .try_get_matches()
-        .and_then(|matches| RawArgs::from_arg_matches(&matches));
-    let raw = match parsed {
-        Ok(raw) => raw,
-        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
-            // dumb-init prints these on stderr.
-            print_quietly(&e.to_string(), name == Name::DumbInit);
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => {
-            let text = e.to_string();
-            let first = text.lines().next().unwrap_or("invalid arguments");
-            let line = format!(
-                "drainit: {} (see drainit --help)",
-                first.trim_start_matches("error: ")
-            );
-            say_usage_error(&line, probing);
-            return usage_error;
-        }
-    };
-    let config = match Config::from_raw_as(raw, &|name| std::env::var_os(name), name) {
-        Ok(Request::Run(config)) => config,
-        Ok(Request::License) => {
-            print_quietly(LICENSE, false);
-            return ExitCode::SUCCESS;
-        }
-        Ok(Request::Probe(probe)) => {
-            // 0 or 1, whatever happens: a bug is unhealthy, never 101.
-            let healthy = std::panic::catch_unwind(|| crate::app::probe::run(&probe));
-            return if matches!(healthy, Ok(true)) {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            };
-        }
-        Err(e) => {
-            say_usage_error(&format!("drainit: {e}"), probing);
-            return usage_error;
-        }
+    let config = match configure(name) {
+        Ok(config) => config,
+        Err(code) => return code,
     };
     if let Some(path) = &config.exit_report {
         // Before the child starts: a report that could never be written is
@@ -105,11 +57,7 @@ pub fn main() -> ExitCode {
             Notice::Warn(text) => log::warn!("{text}"),
         }
     }
-    let policy = ExitPolicy {
-        remap_to_zero: config.remap_exit.clone(),
-        deadline_code: config.deadline_exit_code,
-    };
-    let (outcome, mut summary) = match prepare_process(&config) {
+    let (outcome, summary) = match prepare_process(&config) {
         Ok((handled, inherited)) => supervisor::run(&config, handled, inherited, listener),
         Err(e) => {
             log::error!("{e}");
@@ -119,12 +67,133 @@ pub fn main() -> ExitCode {
             )
         }
     };
+    ExitCode::from(finish(&config, &outcome, summary))
+}
+
+/// The run's configuration from the command line and the environment, or
+/// the exit code of a run that ends here: help, version, license, a
+/// `--probe`, or a usage error (said in one line).
+fn configure(name: Name) -> Result<Box<Config>, ExitCode> {
+    let mode = Mode::of_args();
+    // A client (a health check, a check of the configuration) exits 0 or
+    // 1, never 2 (Docker reserves it), even for a command line it cannot
+    // read.
+    let usage_error = match mode {
+        Mode::Init => ExitCode::from(name.usage_error_code()),
+        Mode::Probe | Mode::Check => ExitCode::FAILURE,
+    };
+    let parsed = crate::app::cli::command()
+        .try_get_matches()
+        .and_then(|matches| RawArgs::from_arg_matches(&matches));
+    let raw = match parsed {
+        Ok(raw) => raw,
+        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
+            // dumb-init prints these on stderr.
+            print_quietly(&e.to_string(), name == Name::DumbInit);
+            return Err(ExitCode::SUCCESS);
+        }
+        Err(e) => {
+            say_usage_error(&command_line_error(&e), mode);
+            return Err(usage_error);
+        }
+    };
+    // Said first: a misspelt variable explains what follows.
+    let unknown_variables = || {
+        let names = std::env::vars_os().map(|(name, _)| name);
+        spelling::unknown_variables(names, name)
+    };
+    match Config::from_raw_as(raw, &|name| std::env::var_os(name), name) {
+        Ok(Request::Run(mut config)) => {
+            config.notices.splice(0..0, unknown_variables());
+            Ok(config)
+        }
+        Ok(Request::License) => {
+            print_quietly(LICENSE, false);
+            Err(ExitCode::SUCCESS)
+        }
+        Ok(Request::Probe(probe)) => {
+            // 0 or 1, whatever happens: a bug is unhealthy, never 101.
+            let healthy = std::panic::catch_unwind(|| crate::app::probe::run(&probe));
+            Err(client_exit(matches!(healthy, Ok(true))))
+        }
+        Ok(Request::Check(mut config)) => {
+            config.notices.splice(0..0, unknown_variables());
+            let passed = std::panic::catch_unwind(|| crate::app::check::run(&config));
+            Err(client_exit(matches!(passed, Ok(true))))
+        }
+        Err(e) => {
+            say_usage_error(&format!("drainit: {e}"), mode);
+            Err(usage_error)
+        }
+    }
+}
+
+/// 0 when a client run (`--probe`, `--check`) found all well, else 1.
+fn client_exit(well: bool) -> ExitCode {
+    if well {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// What the command line makes of drainit, as far as a usage error goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Init,
+    /// `--probe`: a usage error is an unhealthy result.
+    Probe,
+    /// `--check`: a usage error is the check's finding.
+    Check,
+}
+
+impl Mode {
+    /// From drainit's own options (what follows `--` is the child's).
+    fn of_args() -> Mode {
+        let mut mode = Mode::Init;
+        for arg in std::env::args_os().take_while(|a| a != "--") {
+            if arg == "--probe" || arg.to_string_lossy().starts_with("--probe=") {
+                return Mode::Probe;
+            }
+            if arg == "--check" {
+                mode = Mode::Check;
+            }
+        }
+        mode
+    }
+}
+
+/// clap's error as drainit's one line; an unknown flag near a known one
+/// says which (`--grace-period`: did you mean --grace?).
+fn command_line_error(e: &clap::Error) -> String {
+    let text = e.to_string();
+    let first = text.lines().next().unwrap_or("invalid arguments");
+    let first = first.trim_start_matches("error: ");
+    let suggestion = match (e.kind(), e.get(ContextKind::InvalidArg)) {
+        (ErrorKind::UnknownArgument, Some(ContextValue::String(typed))) => {
+            spelling::flag_suggestion(typed)
+        }
+        _ => None,
+    };
+    match suggestion {
+        Some(known) => format!("drainit: {first}; did you mean {known}? (see drainit --help)"),
+        None => format!("drainit: {first} (see drainit --help)"),
+    }
+}
+
+/// The exit code of the run's outcome, after the exit report (to its file
+/// and the log) and the `--emf` line.
+fn finish(config: &Config, outcome: &Outcome, mut summary: RunSummary) -> u8 {
+    let policy = ExitPolicy {
+        remap_to_zero: config.remap_exit.clone(),
+        deadline_code: config.deadline_exit_code,
+    };
     let code = outcome.exit_code(&policy);
     // The report is built only when someone reads it: a plain tini-style
     // run with no stop and no --exit-report skips it.
     if config.exit_report.is_some() || summary.stop_trigger.is_some() {
         summary.log_lines_dropped = logwriter::lost_total();
-        let report = exit::report(&outcome, code, &summary);
+        let report = exit::report(outcome, code, &summary);
         if let Some(path) = &config.exit_report {
             let text = format!("{report}\n");
             if let Err(e) = crate::io::report_file::write(path, text.as_bytes()) {
@@ -142,23 +211,27 @@ pub fn main() -> ExitCode {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
-        let mut line = crate::core::emf::line(&outcome, code, &summary, namespace, now);
+        let mut line = crate::core::emf::line(outcome, code, &summary, namespace, now);
         line.push('\n');
         logwriter::write(line.into_bytes());
     }
     // The writer gets a moment for the last lines; the exit code never
     // waits for a stderr nobody reads.
     logwriter::flush(EXIT_FLUSH);
-    ExitCode::from(code)
+    code
 }
 
-/// A usage error's one line: on stderr, or for `--probe` on stdout as an
-/// unhealthy result (a health check's one line of output).
-fn say_usage_error(line: &str, probing: bool) {
-    if probing {
-        print_quietly(&format!("unhealthy: {line}\n"), false);
-    } else {
-        eprintln!("{line}");
+/// A usage error's one line: on stderr; for `--probe` on stdout as an
+/// unhealthy result (a health check's one line of output), for `--check`
+/// on stdout as its finding.
+fn say_usage_error(line: &str, mode: Mode) {
+    match mode {
+        Mode::Init => eprintln!("{line}"),
+        Mode::Probe => print_quietly(&format!("unhealthy: {line}\n"), false),
+        Mode::Check => {
+            let finding = line.strip_prefix("drainit: ").unwrap_or(line);
+            print_quietly(&format!("error: {finding}\n"), false)
+        }
     }
 }
 

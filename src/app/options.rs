@@ -1,11 +1,13 @@
 //! Every option of drainit, declared once: names, heading, value, default
 //! and help. `cli` builds the clap arguments from this table, `config` reads
-//! each option's variable and default through it, and `reference` renders
-//! the Markdown options reference (docs/options.md, kept equal by a test).
+//! each option's variable and default through it, and `app::reference`
+//! renders the Markdown options reference (docs/options.md, kept equal by a
+//! test).
 //!
-//! Adding an option is one entry in `OPTIONS` plus its use in `config`.
-
-use std::fmt::Write as _;
+//! Each option is a `static` (`options::GRACE`): code reads an option
+//! through its constant, never by a name typed as a string, so a misspelt
+//! option does not compile. Adding an option is one declaration here plus
+//! its use in `config`.
 
 /// Where `--help` and the reference list an option.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,13 +127,26 @@ pub fn env_var(long: &str) -> String {
     var
 }
 
-/// The option `--long`. Every name `config` asks for is declared; an
-/// unknown one is a bug that every valid run (and so the tests) would hit.
-pub fn get(long: &str) -> &'static Opt {
-    match OPTIONS.iter().find(|o| o.long == long) {
-        Some(opt) => opt,
-        None => panic!("--{long} is not declared in app::options"),
-    }
+/// The option whose long name is `long`, for tools and tests that start
+/// from a name (drainit itself reaches every option through its constant).
+pub fn find(long: &str) -> Option<&'static Opt> {
+    OPTIONS.iter().copied().find(|o| o.long == long)
+}
+
+/// Declares each option as a `static` of its own, named after its long
+/// name (`--pre-stop-delay` is `PRE_STOP_DELAY`), so that code names an
+/// option by a constant the compiler checks; and lists them all, in order,
+/// in `OPTIONS`, from which the command line, the help, the man page and
+/// the reference are made.
+macro_rules! declare {
+    ($($name:ident = $opt:expr;)*) => {
+        $(pub static $name: Opt = $opt;)*
+        /// Every option, in `--help` order within each heading.
+        pub static OPTIONS: &[&Opt] = &[$(&$name),*];
+        /// Each constant's name, to check it against its long name.
+        #[cfg(test)]
+        static NAMES: &[(&str, &Opt)] = &[$((stringify!($name), &$name)),*];
+    };
 }
 
 const FLAG: Opt = Opt {
@@ -157,23 +172,22 @@ const DRAIN_D: Opt = Opt {
     ..ONE
 };
 
-/// Every option, in `--help` order within each heading.
-pub static OPTIONS: &[Opt] = &[
+declare! {
     // General: tini's and dumb-init's flags, then drainit's.
-    Opt {
+    SUBREAPER = Opt {
         long: "subreaper",
         short: Some('s'),
         help: "Register as a child subreaper (automatic when drainit is not PID 1)",
         ..FLAG
-    },
-    Opt {
+    };
+    PDEATHSIG = Opt {
         long: "pdeathsig",
         short: Some('p'),
         value: "SIGNAL",
         help: "Signal drainit receives when its parent dies (PR_SET_PDEATHSIG)",
         ..ONE
-    },
-    Opt {
+    };
+    VERBOSE = Opt {
         long: "verbose",
         short: Some('v'),
         kind: Kind::Count,
@@ -181,67 +195,75 @@ pub static OPTIONS: &[Opt] = &[
         help: "More output; each -v adds a level (0 off, 1 warnings, 2 info, 3 debug, \
                4 trace); the variable takes the level",
         ..FLAG
-    },
-    Opt {
+    };
+    WARN_ON_REAP = Opt {
         long: "warn-on-reap",
         short: Some('w'),
         help: "Warn when a process other than the main child is reaped",
         ..FLAG
-    },
-    Opt {
+    };
+    KILL_PROCESS_GROUP = Opt {
         long: "kill-process-group",
         short: Some('g'),
         help: "Deliver signals to the child's whole process group",
         ..FLAG
-    },
-    Opt {
+    };
+    SINGLE_CHILD = Opt {
         long: "single-child",
         short: Some('c'),
         var: false,
         help: "dumb-init's single-child mode: signal only the child, drainit's default \
                (accepted for dumb-init users; beats the -g variables)",
         ..FLAG
-    },
-    Opt {
+    };
+    REMAP_EXIT = Opt {
         long: "remap-exit",
         short: Some('e'),
         kind: Kind::Commas,
         value: "CODE",
         help: "Remap this exit code of the child (0-255) to 0",
         ..FLAG
-    },
-    Opt {
+    };
+    REWRITE = Opt {
         long: "rewrite",
         short: Some('r'),
         kind: Kind::Commas,
         value: "FROM:TO",
         help: "Rewrite a received signal before forwarding it; TO=0 drops it",
         ..FLAG
-    },
-    Opt {
+    };
+    LOG_FORMAT = Opt {
         long: "log-format",
         value: "FORMAT",
         default: Default::Value("text"),
         help: "Log format: text or json",
         ..ONE
-    },
-    Opt {
+    };
+    LICENSE = Opt {
         long: "license",
         short: Some('l'),
         var: false,
         help: "Print the license and exit",
         ..FLAG
-    },
-    Opt {
+    };
+    CHECK = Opt {
+        long: "check",
+        var: false,
+        help: "Check the configuration and exit 0 or 1, starting no program: every option and \
+               variable, the program if given, every host, and one ask of each drain source; \
+               one line per finding on stdout",
+        ..FLAG
+    };
+    VERSION = Opt {
         long: "version",
         short: Some('V'),
         kind: Kind::Version,
         var: false,
         help: "Print the version and exit",
         ..FLAG
-    },
+    };
     // Draining.
-    Opt {
+    GRACE = Opt {
         long: "grace",
         default: Default::ValueWhen(
             "8s",
@@ -249,129 +271,129 @@ pub static OPTIONS: &[Opt] = &[
         ),
         help: "Deadline from the start of a stop; then SIGKILL. 0/none never escalates",
         ..DRAIN_D
-    },
-    Opt {
+    };
+    STOP_SIGNALS = Opt {
         long: "stop-signals",
         value: "LIST",
         default: Default::Value("TERM,INT"),
         help: "Received signals that begin a stop",
         ..DRAIN_D
-    },
-    Opt {
+    };
+    PRE_STOP_DELAY = Opt {
         long: "pre-stop-delay",
         default: Default::Value("0"),
         help: "Wait this long before the stop hooks and signal",
         ..DRAIN_D
-    },
-    Opt {
+    };
+    STOP_URL = Opt {
         long: "stop-url",
         kind: Kind::Commas,
         value: "URL",
         help: "Request sent once when the stop hooks fire (e.g. POST /shutdown)",
         ..DRAIN_D
-    },
-    Opt {
+    };
+    STOP_METHOD = Opt {
         long: "stop-method",
         value: "M",
         default: Default::Value("POST"),
         help: "HTTP method of --stop-url",
         ..DRAIN_D
-    },
-    Opt {
+    };
+    DRAIN_URL = Opt {
         long: "drain-url",
         kind: Kind::Commas,
         value: "URL",
         help: "The app's drain endpoint, polled during a stop",
         ..DRAIN_D
-    },
-    Opt {
+    };
+    STOP_EXEC = Opt {
         long: "stop-exec",
         kind: Kind::Lines,
         value: "CMD",
         help: "Command run once when the stop hooks fire, split with shell quoting but no shell",
         ..DRAIN_D
-    },
-    Opt {
+    };
+    HOOK_TIMEOUT = Opt {
         long: "hook-timeout",
         default: Default::Value("10s"),
         help: "Longest wait for the stop hooks before the stop signal goes out",
         ..DRAIN_D
-    },
-    Opt {
+    };
+    DRAIN_EXEC = Opt {
         long: "drain-exec",
         kind: Kind::Lines,
         value: "CMD",
         help: "Readiness by command: exit 0 is ready, run every --drain-interval",
         ..DRAIN_D
-    },
-    Opt {
+    };
+    DRAIN_TIMEOUT = Opt {
         long: "drain-timeout",
         default: Default::Value("5s"),
         help: "Longest run of a --drain-exec command, then it is killed",
         ..DRAIN_D
-    },
-    Opt {
+    };
+    DRAIN_FILE = Opt {
         long: "drain-file",
         kind: Kind::Commas,
         value: "PATH",
         help: "Readiness by file: ready once PATH exists, written during the stop",
         ..DRAIN_D
-    },
-    Opt {
+    };
+    DRAIN_FIELD = Opt {
         long: "drain-field",
         value: "PTR",
         default: Default::Value("/readyForTermination"),
         help: "JSON pointer to the readiness boolean",
         ..DRAIN_D
-    },
-    Opt {
+    };
+    DRAIN_INTERVAL = Opt {
         long: "drain-interval",
         default: Default::Value("1s"),
         help: "Period of the rounds over the drain sources",
         ..DRAIN_D
-    },
-    Opt {
+    };
+    READY_GRACE = Opt {
         long: "ready-grace",
         default: Default::Value("2s"),
         help: "Once the app is ready, time for the child to exit by itself",
         ..DRAIN_D
-    },
-    Opt {
+    };
+    ORPHAN_GRACE = Opt {
         long: "orphan-grace",
         default: Default::Value("0"),
         help: "After the main child exits, SIGTERM what remains and wait up to D",
         ..DRAIN_D
-    },
-    Opt {
+    };
+    DEADLINE_EXIT_CODE = Opt {
         long: "deadline-exit-code",
         value: "N",
         default: Default::Value("124"),
         help: "Exit code when the deadline passes and drainit kills the child",
         ..DRAIN_D
-    },
-    Opt {
+    };
+    EXIT_REPORT = Opt {
         long: "exit-report",
         value: "PATH",
         help: "Write the JSON exit report here when drainit exits",
         ..DRAIN_D
-    },
+    };
     // sd_notify.
-    Opt {
+    NOTIFY = Opt {
         long: "notify",
         heading: Heading::Notify,
         help: "Receive the app's sd_notify messages (NOTIFY_SOCKET): READY, STATUS, STOPPING, \
                EXTEND_TIMEOUT_USEC, X_DRAINIT_READY_FOR_TERMINATION",
         ..FLAG
-    },
-    Opt {
+    };
+    NOTIFY_SOCKET = Opt {
         long: "notify-socket",
         heading: Heading::Notify,
         value: "PATH",
         default: Default::Said("an abstract name"),
         help: "Bind the notify socket at this absolute path (implies --notify)",
         ..ONE
-    },
-    Opt {
+    };
+    NOTIFY_ACCESS = Opt {
         long: "notify-access",
         heading: Heading::Notify,
         value: "WHO",
@@ -379,73 +401,73 @@ pub static OPTIONS: &[Opt] = &[
         help: "Who may send: all (any process in drainit's PID namespace) or main \
                (the main child only)",
         ..ONE
-    },
-    Opt {
+    };
+    GRACE_MAX = Opt {
         long: "grace-max",
         heading: Heading::Notify,
         value: "D",
         default: Default::Said("the --grace value"),
         help: "Latest deadline EXTEND_TIMEOUT_USEC may reach, from the start of a stop",
         ..ONE
-    },
+    };
     // Amazon ECS.
-    Opt {
+    ECS = Opt {
         long: "ecs",
         heading: Heading::Ecs,
         value: "MODE",
         default: Default::Value("auto"),
         help: "Amazon ECS integration: auto (when the metadata variable is set), on, off",
         ..ONE
-    },
-    Opt {
+    };
+    ECS_INTERVAL = Opt {
         long: "ecs-interval",
         heading: Heading::Ecs,
         value: "D",
         default: Default::Value("5s"),
         help: "Task metadata poll period, at least 1s",
         ..ONE
-    },
-    Opt {
+    };
+    ECS_PROTECT = Opt {
         long: "ecs-protect",
         heading: Heading::Ecs,
         help: "Keep task scale-in protection on while the --drain-url and --drain-exec \
                sources say the app is busy (drain files never count); needs ECS_AGENT_URI \
                and one such source",
         ..FLAG
-    },
-    Opt {
+    };
+    PROTECT_INTERVAL = Opt {
         long: "protect-interval",
         heading: Heading::Ecs,
         value: "D",
         default: Default::Value("10s"),
         help: "How often --ecs-protect asks those sources, at least 1s",
         ..ONE
-    },
-    Opt {
+    };
+    PROTECT_MINUTES = Opt {
         long: "protect-minutes",
         heading: Heading::Ecs,
         value: "M",
         default: Default::Value("60"),
         help: "Protection length per request, 1-2880 minutes",
         ..ONE
-    },
+    };
     // Health checks and metrics.
-    Opt {
+    SERVE = Opt {
         long: "serve",
         heading: Heading::Health,
         value: "ADDR:PORT",
         help: "Answer GET /readyz, /healthz, /status and /metrics over HTTP on this address \
                (read-only; e.g. 0.0.0.0:9090)",
         ..ONE
-    },
-    Opt {
+    };
+    READY_URL = Opt {
         long: "ready-url",
         heading: Heading::Health,
         value: "URL",
         help: "The app's own readiness endpoint: /readyz also answers 503 unless it answers 2xx",
         ..ONE
-    },
-    Opt {
+    };
+    PROBE = Opt {
         long: "probe",
         heading: Heading::Health,
         kind: Kind::Optional,
@@ -455,8 +477,8 @@ pub static OPTIONS: &[Opt] = &[
             "Run as a health-check client, not an init: GET URL (or connect to tcp://HOST:PORT), \
                exit 0 on 2xx and 1 otherwise; without URL, /healthz of DRAINIT_SERVE",
         ..ONE
-    },
-    Opt {
+    };
+    PROBE_TIMEOUT = Opt {
         long: "probe-timeout",
         heading: Heading::Health,
         value: "D",
@@ -464,154 +486,42 @@ pub static OPTIONS: &[Opt] = &[
         var: false,
         help: "With --probe: the longest the whole check may take",
         ..ONE
-    },
-    Opt {
+    };
+    DRAIN_COUNT_FIELD = Opt {
         long: "drain-count-field",
         heading: Heading::Health,
         value: "PTR",
         help: "JSON pointer to the app's in-flight count in the drain body (e.g. \
                /activeExecutions): logged, reported and exported",
         ..ONE
-    },
-    Opt {
+    };
+    EMF = Opt {
         long: "emf",
         heading: Heading::Health,
         help:
             "At exit, write the exit report as one CloudWatch Embedded Metric Format line on stderr",
         ..FLAG
-    },
-    Opt {
+    };
+    EMF_NAMESPACE = Opt {
         long: "emf-namespace",
         heading: Heading::Health,
         value: "NAME",
         default: Default::Value("drainit"),
         help: "The CloudWatch namespace of --emf's metrics",
         ..ONE
-    },
-];
-
-/// The options reference in Markdown (docs/options.md), from `OPTIONS`.
-/// Not used by the binary: a test writes and compares it.
-pub fn reference() -> String {
-    let mut md = String::from(REFERENCE_HEAD);
-    for (heading, title, intro) in [
-        (Heading::General, "General", ""),
-        (
-            Heading::Draining,
-            "Draining",
-            "How these work together: [draining.md](draining.md).\n\n",
-        ),
-        (
-            Heading::Notify,
-            "sd_notify",
-            "See [notify.md](notify.md).\n\n",
-        ),
-        (Heading::Ecs, "Amazon ECS", "See [ecs.md](ecs.md).\n\n"),
-        (
-            Heading::Health,
-            "Health checks and metrics",
-            "See [health.md](health.md) and [metrics.md](metrics.md).\n\n",
-        ),
-    ] {
-        let _ = write!(
-            md,
-            "\n## {title}\n\n{intro}| option | variable | default | meaning |\n| --- | --- | --- | --- |\n"
-        );
-        for opt in OPTIONS.iter().filter(|o| o.heading == heading) {
-            let mut names = String::new();
-            if let Some(short) = opt.short {
-                let _ = write!(names, "`-{short}`, ");
-            }
-            let _ = write!(names, "`--{}", opt.long);
-            if opt.kind == Kind::Optional {
-                let _ = write!(names, " [{}]", opt.value);
-            } else if !opt.value.is_empty() {
-                let _ = write!(names, " {}", opt.value);
-            }
-            names.push('`');
-            let var = opt.var().map(|v| format!("`{v}`")).unwrap_or_default();
-            let default = match (opt.default, opt.kind) {
-                (Default::None, Kind::Flag) if opt.var => "off".to_string(),
-                (Default::None, Kind::One | Kind::Commas | Kind::Lines) => "none".to_string(),
-                (Default::None, Kind::Optional) => "off".to_string(),
-                (Default::None, _) => String::new(),
-                (Default::Value(v), _) => format!("`{v}`"),
-                (Default::ValueWhen(v, when), _) => format!("`{v}` {when}"),
-                (Default::Said(words), _) => words.to_string(),
-            };
-            let mut meaning = opt.help.to_string();
-            if !opt.repeat_note().is_empty() {
-                let _ = write!(meaning, " {}", opt.repeat_note());
-            }
-            let _ = writeln!(
-                md,
-                "| {names} | {var} | {default} | {} |",
-                meaning.replace('|', "\\|")
-            );
-        }
-        if heading == Heading::General {
-            md.push_str("| `-h`, `--help` | | | Print help and exit |\n");
-        }
-    }
-    md.push_str(REFERENCE_TAIL);
-    md
+    };
 }
 
-const REFERENCE_HEAD: &str = "\
-<!-- Generated from src/app/options.rs by `DRAINIT_REGENERATE_DOCS=1 cargo test --test options`;
-     edit the declarations there, not this file. -->
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-# Options reference
-
-```text
-drainit [OPTIONS] [--] PROGRAM [ARGS]...
-```
-
-`PROGRAM` is required. Option parsing stops at `--` or at the first word
-that is not an option: `drainit ls -l` runs `ls -l`.
-
-Every option with a variable in the tables below can also be set with it:
-`DRAINIT_` and the long name in capitals, dashes as underscores
-(`--pre-stop-delay` is `DRAINIT_PRE_STOP_DELAY`). A flag beats its
-variable. `drainit --help` shows the same list; the man page is
-[drainit.1](drainit.1) (`man ./docs/drainit.1`).
-
-Topics: [draining](draining.md), [sd_notify](notify.md), [ECS](ecs.md),
-[signals](signals.md), [logs](troubleshooting.md).
-";
-
-const REFERENCE_TAIL: &str = "
-## Variables without an option
-
-| variable | meaning |
-| --- | --- |
-| `TINI_SUBREAPER` | set to anything (even `0`): `--subreaper`, as in tini |
-| `TINI_KILL_PROCESS_GROUP` | set to anything (even `0`): `--kill-process-group`, as in tini |
-| `TINI_VERBOSITY` | the verbosity level 0-4; replaces the `-v` count and `DRAINIT_VERBOSE`, as in tini |
-| `DUMB_INIT_SETSID` | any value but `0` means `-g`; `0` leaves the default, the child only (`-c` beats it) |
-| `DRAINIT_VERBOSITY` | another spelling of `DRAINIT_VERBOSE`, read when that is unset |
-| `DRAINIT_LOG` | an env_logger-style filter (`debug`, `drainit=trace`) applied over the verbosity |
-| `NOTIFY_SOCKET` | with `--notify`, an outer socket drainit relays to; without it, passed to the child untouched |
-| `ECS_CONTAINER_METADATA_URI_V4`, `ECS_CONTAINER_METADATA_URI` | switch ECS support on under `--ecs auto` |
-| `ECS_AGENT_URI` | the agent endpoint `--ecs-protect` uses |
-
-## Values
-
-- **Durations** (`D`): `500ms`, `20s`, `2m`, or a bare number of seconds
-  (`20`, `0.5`).
-- **Signals**: `TERM`, `SIGTERM`, `sigterm` or `15`; real-time signals as
-  `RTMIN+3` or `SIGRTMAX-1`.
-- **Booleans** (`DRAINIT_*` switches): `1`/`true`/`yes`/`on` or
-  `0`/`false`/`no`/`off`; anything else is an error.
-- **Empty**: a `DRAINIT_*` variable set to the empty string counts as unset
-  (`docker run -e DRAINIT_GRACE=` does nothing).
-- **Lists in variables**: repeatable options take a comma-separated list in
-  their variable (a comma inside a URL is written `%2C`), except
-  `DRAINIT_STOP_EXEC` and `DRAINIT_DRAIN_EXEC`, which hold one command per
-  line, since commands contain commas; blank lines are skipped.
-- **URLs**: `http://` only (drain endpoints are local; there is no TLS).
-  IPv6 literals go in brackets (`http://[::1]:8080/drain`).
-
-An invalid option or variable ends drainit with exit code 2 and one line
-naming it, before any child starts.
-";
+    #[test]
+    fn each_constant_is_named_after_its_long_name() {
+        assert_eq!(NAMES.len(), OPTIONS.len());
+        for ((name, opt), listed) in NAMES.iter().zip(OPTIONS) {
+            assert_eq!(*name, opt.long.to_ascii_uppercase().replace('-', "_"));
+            assert!(std::ptr::eq(*opt, *listed), "{name} listed out of place");
+        }
+    }
+}

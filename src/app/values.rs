@@ -202,6 +202,11 @@ pub fn parse_verbosity(text: &str) -> Result<u8, String> {
 /// every IPv4 address.
 pub fn parse_serve(text: &str) -> Result<std::net::SocketAddr, String> {
     let t = text.trim();
+    if let Ok(port) = t.parse::<u16>() {
+        return Err(format!(
+            "a port alone is not an address: write :{port} (every IPv4 address) or 127.0.0.1:{port} (this host only)"
+        ));
+    }
     let full = match t.strip_prefix(':') {
         Some(port) => format!("0.0.0.0:{port}"),
         None => t.to_string(),

@@ -119,7 +119,9 @@ impl Machine<'_> {
         // past the deadline; protection's: its interval.
         let drain_timeout = self.config.drain_timeout;
         let (index, interval, run_limit) = match purpose {
-            Purpose::Source(_, index) => (index, self.config.drain_interval, drain_timeout),
+            Purpose::Source(_, index) => {
+                (index, self.config.timeline.drain_interval, drain_timeout)
+            }
             Purpose::ProtectPoll(index) => match &self.protection {
                 Some(p) => (index, p.interval, drain_timeout.min(p.interval)),
                 None => return,

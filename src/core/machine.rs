@@ -129,15 +129,8 @@ pub struct Machine<'a> {
 /// The timeline's settings from the configuration.
 fn settings(config: &Config, drain: bool) -> Settings {
     Settings {
-        stop_signals: config.stop_signals.clone(),
-        grace: config.grace,
-        pre_stop_delay: config.pre_stop_delay,
-        hook: !config.stop_hooks.is_empty() || !config.stop_execs.is_empty(),
-        hook_timeout: config.hook_timeout,
         drain,
-        drain_interval: config.drain_interval,
-        ready_grace: config.ready_grace,
-        orphan_grace: config.orphan_grace,
+        ..config.timeline.clone()
     }
 }
 

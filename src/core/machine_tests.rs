@@ -38,20 +38,24 @@ fn config() -> Config {
         rewrite: Vec::new(),
         log_filter: None,
         log_format: LogFormat::Text,
-        grace: Some(ms(10_000)),
-        stop_signals: vec![TERM, libc::SIGINT],
-        pre_stop_delay: Duration::ZERO,
+        timeline: Settings {
+            stop_signals: vec![TERM, libc::SIGINT],
+            grace: Some(ms(10_000)),
+            pre_stop_delay: Duration::ZERO,
+            hook: false,
+            hook_timeout: ms(1_000),
+            drain: false,
+            drain_interval: ms(1_000),
+            ready_grace: ms(2_000),
+            orphan_grace: Duration::ZERO,
+        },
         stop_hooks: Vec::new(),
         drain_urls: Vec::new(),
         drain_field: "/readyForTermination".into(),
         stop_execs: Vec::new(),
-        hook_timeout: ms(1_000),
         drain_execs: Vec::new(),
         drain_timeout: ms(5_000),
         drain_files: Vec::new(),
-        drain_interval: ms(1_000),
-        ready_grace: ms(2_000),
-        orphan_grace: Duration::ZERO,
         deadline_exit_code: 124,
         exit_report: None,
         ecs: None,
@@ -448,7 +452,7 @@ fn ecs_stopped_begins_the_stop_and_the_platform_signal_is_absorbed_once() {
 #[test]
 fn the_fallback_sends_a_held_stop_signal_and_keeps_the_deadline() {
     let mut config = config();
-    config.pre_stop_delay = ms(5_000);
+    config.timeline.pre_stop_delay = ms(5_000);
     config.drain_urls = vec!["http://app/drain".into()];
     let mut old = Machine::new(&config, CHILD, true, t(0));
     old.handle(t(1_000), Input::Signal(TERM));
@@ -503,7 +507,7 @@ fn a_lost_child_status_ends_the_run_and_none_left_after_the_child_ends_it() {
     m.handle(t(1), Input::NoneLeft);
     assert_eq!(m.outcome(), Some(Outcome::Signaled(libc::SIGKILL)));
     let mut config = config.clone();
-    config.orphan_grace = ms(5_000);
+    config.timeline.orphan_grace = ms(5_000);
     let mut m = Machine::new(&config, CHILD, true, t(0));
     m.handle(t(1), Input::ChildExited(Ended::Exited(0)));
     assert_eq!(actions(&mut m), [Action::TerminateOthers]);
@@ -568,7 +572,7 @@ fn protection_polls_have_their_own_slots() {
 #[test]
 fn once_the_child_is_gone_no_ecs_poll_keeps_the_loop_awake() {
     let mut config = ecs_config(true);
-    config.orphan_grace = ms(15_000);
+    config.timeline.orphan_grace = ms(15_000);
     let mut m = Machine::new(&config, CHILD, true, t(0));
     actions(&mut m);
     m.handle(t(2_500), Input::ChildExited(Ended::Exited(0)));
@@ -586,7 +590,7 @@ fn once_the_child_is_gone_no_ecs_poll_keeps_the_loop_awake() {
 #[test]
 fn the_fallback_sends_nothing_to_a_child_already_reaped() {
     let mut config = config();
-    config.pre_stop_delay = ms(5_000);
+    config.timeline.pre_stop_delay = ms(5_000);
     let mut old = Machine::new(&config, CHILD, true, t(0));
     old.handle(t(1_000), Input::Signal(TERM));
     actions(&mut old);
@@ -605,6 +609,7 @@ fn a_hook_answer_after_its_time_is_stale() {
         method: "POST".into(),
         url: "http://app/stop".into(),
     }];
+    config.timeline.hook = true;
     let mut m = Machine::new(&config, CHILD, true, t(0));
     m.handle(t(0), Input::Signal(TERM));
     let (hook, _) = sends(&actions(&mut m))[0].clone();

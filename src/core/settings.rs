@@ -26,11 +26,11 @@ pub struct Config {
     pub log_filter: Option<String>,
     pub log_format: LogFormat,
 
-    /// Deadline from the start of a stop; None never escalates.
-    pub grace: Option<Duration>,
-    /// Received signals that begin a stop.
-    pub stop_signals: Vec<i32>,
-    pub pre_stop_delay: Duration,
+    /// The stop's rules and timings, as the timeline takes them: the
+    /// stop signals, `--grace`, `--pre-stop-delay`, `--hook-timeout`,
+    /// `--drain-interval`, `--ready-grace`, `--orphan-grace`, and whether
+    /// there are stop hooks and drain sources.
+    pub timeline: TimelineSettings,
     /// Each `--stop-url`, with `--stop-method`.
     pub stop_hooks: Vec<Target>,
     /// Each `--drain-url`.
@@ -38,18 +38,12 @@ pub struct Config {
     pub drain_field: String,
     /// `--stop-exec`: commands run once when the stop hooks fire.
     pub stop_execs: Vec<Cmd>,
-    /// `--hook-timeout`: longest wait for the hooks (the timeline also
-    /// keeps it under half the time left to the deadline).
-    pub hook_timeout: Duration,
     /// `--drain-exec`: readiness by command.
     pub drain_execs: Vec<Cmd>,
     /// `--drain-timeout`: longest run of a drain command.
     pub drain_timeout: Duration,
     /// `--drain-file`: readiness by file.
     pub drain_files: Vec<PathBuf>,
-    pub drain_interval: Duration,
-    pub ready_grace: Duration,
-    pub orphan_grace: Duration,
     pub deadline_exit_code: u8,
     pub exit_report: Option<PathBuf>,
     /// Amazon ECS integration, when active.
@@ -71,6 +65,27 @@ pub struct Config {
     /// What validation has to say once logging runs (a default chosen for
     /// the platform, a platform variable ignored).
     pub notices: Vec<Notice>,
+}
+
+/// What the timeline needs from the configuration, as it takes it
+/// (`core::timeline::Settings`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimelineSettings {
+    /// Received signals that begin a stop; the first is the one forwarded
+    /// after an ECS-triggered stop.
+    pub stop_signals: Vec<i32>,
+    /// `--grace`: the deadline from t0, None never escalates.
+    pub grace: Option<Duration>,
+    pub pre_stop_delay: Duration,
+    /// A stop hook (`--stop-url`) is configured.
+    pub hook: bool,
+    /// Longest wait for the hook's answer (then capped, see `hook_timeout`).
+    pub hook_timeout: Duration,
+    /// A drain endpoint is configured.
+    pub drain: bool,
+    pub drain_interval: Duration,
+    pub ready_grace: Duration,
+    pub orphan_grace: Duration,
 }
 
 /// A line for the log at start.

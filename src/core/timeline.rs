@@ -11,25 +11,9 @@ use std::time::{Duration, Instant};
 use crate::core::outcome::{Ended, Outcome, Trigger};
 use crate::core::timers::{Timer, TIMELINE};
 
-/// What the timeline needs from the configuration.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    /// Received signals that begin a stop; the first is the one forwarded
-    /// after an ECS-triggered stop.
-    pub stop_signals: Vec<i32>,
-    /// `--grace`: the deadline from t0, None never escalates.
-    pub grace: Option<Duration>,
-    pub pre_stop_delay: Duration,
-    /// A stop hook (`--stop-url`) is configured.
-    pub hook: bool,
-    /// Longest wait for the hook's answer (then capped, see `hook_timeout`).
-    pub hook_timeout: Duration,
-    /// A drain endpoint is configured.
-    pub drain: bool,
-    pub drain_interval: Duration,
-    pub ready_grace: Duration,
-    pub orphan_grace: Duration,
-}
+/// What the timeline needs from the configuration: the configuration's
+/// own value (`Config::timeline`).
+pub use crate::core::settings::TimelineSettings as Settings;
 
 /// Why drainit sent SIGKILL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

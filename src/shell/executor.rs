@@ -55,7 +55,7 @@ impl<'a> Executor<'a> {
                 if procfs::terminate_others() {
                     info!(
                         "waiting up to {} ms for the remaining processes",
-                        millis(self.config.orphan_grace)
+                        millis(self.config.timeline.orphan_grace)
                     );
                 } else {
                     self.answers.push_back(Input::OthersGone);

@@ -179,8 +179,8 @@ fn forward(
     last: &mut Last,
     signo: i32,
 ) {
-    if last.deadline.is_none() && config.stop_signals.contains(&signo) {
-        last.deadline = config.grace.map(|g| Instant::now() + g);
+    if last.deadline.is_none() && config.timeline.stop_signals.contains(&signo) {
+        last.deadline = config.timeline.grace.map(|g| Instant::now() + g);
         shell.trigger.get_or_insert(Trigger::Signal(signo));
     }
     if let Some(sent) = config.rewritten(signo) {

@@ -1,0 +1,130 @@
+//! The platforms drainit recognises and their settings: Amazon ECS (the
+//! task metadata watch and task protection, from `--ecs*`, `--protect-*`
+//! and the variables the ECS agent sets) and Kubernetes (recognised by its
+//! service variable, for the default `--grace`).
+
+use super::env::{invalid, Env, Setting};
+use super::stop::Platform;
+use super::{Notice, UsageError};
+use crate::app::options;
+use crate::app::values::*;
+use crate::core::settings::{EcsConfig, ProtectConfig};
+
+/// The variables the ECS agent sets to the task metadata endpoint, the
+/// newest first.
+const METADATA_VARS: [&str; 2] = [
+    "ECS_CONTAINER_METADATA_URI_V4",
+    "ECS_CONTAINER_METADATA_URI",
+];
+
+/// The ECS settings (None when neither the metadata watch nor task
+/// protection is on), and the platform drainit runs on: ECS when a usable
+/// metadata variable is set, whatever `--ecs` says.
+pub(super) fn read(
+    env: &Env<'_>,
+    can_say_busy: bool,
+    notices: &mut Vec<Notice>,
+) -> Result<(Option<EcsConfig>, Platform), UsageError> {
+    let mode = env.value_or_default(&options::ECS, parse_ecs_mode)?;
+    let interval = env.value_or_default(&options::ECS_INTERVAL, parse_ecs_interval)?;
+    let usable = metadata_uri(env, mode, notices)?;
+    let platform = if usable.is_some() {
+        Platform::Ecs
+    } else if (env.lookup)("KUBERNETES_SERVICE_HOST").is_some_and(|v| !v.is_empty()) {
+        Platform::Kubernetes
+    } else {
+        Platform::Other
+    };
+    let metadata_uri = match (mode, usable) {
+        (EcsMode::Off, _) => None,
+        (EcsMode::On, None) => {
+            return Err(UsageError(
+                "--ecs on needs ECS_CONTAINER_METADATA_URI_V4 (or ECS_CONTAINER_METADATA_URI), which is not set".into(),
+            ))
+        }
+        (_, uri) => uri,
+    };
+    let protect = protect(env, mode, can_say_busy)?;
+    if metadata_uri.is_none() && protect.is_none() {
+        return Ok((None, platform));
+    }
+    let ecs = EcsConfig {
+        metadata_uri,
+        interval,
+        protect,
+    };
+    Ok((Some(ecs), platform))
+}
+
+/// The task metadata endpoint, when its variable is set and usable. The
+/// variable is the platform's, not the operator's: under auto, one that is
+/// not a usable http:// URL is a warning and ECS stays off; with `--ecs
+/// off` it is not read at all (nor judged).
+fn metadata_uri(
+    env: &Env<'_>,
+    mode: EcsMode,
+    notices: &mut Vec<Notice>,
+) -> Result<Option<String>, UsageError> {
+    let var = METADATA_VARS
+        .into_iter()
+        .find_map(|var| {
+            env.get(var).transpose().map(|v| {
+                v.map(|text| Setting {
+                    text,
+                    origin: var.to_string(),
+                })
+            })
+        })
+        .transpose()?;
+    match var {
+        None => Ok(None),
+        Some(_) if mode == EcsMode::Off => Ok(None),
+        Some(setting) => match parse_url(&setting.text) {
+            Ok(url) => Ok(Some(url)),
+            Err(e) if mode == EcsMode::On => Err(invalid(&setting.text, &setting.origin, &e)),
+            Err(e) => {
+                notices.push(Notice::Warn(format!(
+                    "{} is not a usable http:// URL ({e}): ECS integration is off",
+                    setting.origin
+                )));
+                Ok(None)
+            }
+        },
+    }
+}
+
+/// `--ecs-protect`'s settings when it is on. Its interval and length are
+/// checked whether or not it is: a bad value is a mistake even where it
+/// has no effect yet.
+fn protect(
+    env: &Env<'_>,
+    mode: EcsMode,
+    can_say_busy: bool,
+) -> Result<Option<ProtectConfig>, UsageError> {
+    let interval = env.value_or_default(&options::PROTECT_INTERVAL, parse_ecs_interval)?;
+    let minutes = env.value_or_default(&options::PROTECT_MINUTES, parse_protect_minutes)?;
+    if !env.flag(&options::ECS_PROTECT)? {
+        return Ok(None);
+    }
+    if mode == EcsMode::Off {
+        return Err(UsageError(
+            "--ecs-protect cannot be used with --ecs off".into(),
+        ));
+    }
+    if !can_say_busy {
+        return Err(UsageError(
+            "--ecs-protect needs --drain-url or --drain-exec to know when the app is busy".into(),
+        ));
+    }
+    let agent_uri = env.get("ECS_AGENT_URI")?.ok_or_else(|| {
+        UsageError(
+            "--ecs-protect needs ECS_AGENT_URI, which is not set (is this an ECS task?)".into(),
+        )
+    })?;
+    let agent_uri = parse_url(&agent_uri).map_err(|e| invalid(&agent_uri, "ECS_AGENT_URI", &e))?;
+    Ok(Some(ProtectConfig {
+        agent_uri,
+        interval,
+        minutes,
+    }))
+}

@@ -1,0 +1,220 @@
+//! The stop rules: the drain sources and stop hooks a stop uses, when a
+//! drain option is active, and the stop's timings, with the rules that
+//! span several options (the default `--grace` and the platform it fits,
+//! a delay and a hook timeout that must end before the deadline,
+//! `--grace-max`). Builds what the timeline goes by.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::env::{default, invalid, unique, Env};
+use super::{Notice, UsageError, MAX_SOURCES};
+use crate::app::options;
+use crate::app::values::*;
+use crate::core::settings::Cmd;
+use crate::core::settings::TimelineSettings as Settings;
+use crate::io::commands as sources;
+use crate::proto::http::Target;
+use crate::util::time::millis;
+
+/// The stop hooks and drain sources, and the timeouts of their requests.
+pub(super) struct Sources {
+    pub stop_hooks: Vec<Target>,
+    pub drain_urls: Vec<String>,
+    pub stop_execs: Vec<Cmd>,
+    pub drain_execs: Vec<Cmd>,
+    pub drain_files: Vec<PathBuf>,
+    pub pre_stop_delay: Duration,
+    /// `--hook-timeout` as given (its default applies later).
+    pub hook_timeout: Option<Duration>,
+    pub drain_timeout: Duration,
+}
+
+impl Sources {
+    /// Every stop hook and drain source, none given twice, at most
+    /// `MAX_SOURCES` drain sources.
+    pub fn read(env: &Env<'_>) -> Result<Sources, UsageError> {
+        let stop_urls = unique(env.list(&options::STOP_URL)?, &parse_url)?;
+        let stop_method = env.value_or_default(&options::STOP_METHOD, parse_method)?;
+        let drain_urls = unique(env.list(&options::DRAIN_URL)?, &parse_url)?;
+        let pre_stop_delay = env.value_or_default(&options::PRE_STOP_DELAY, parse_duration)?;
+        // Programs are found on the PATH drainit runs them with.
+        let path = (env.lookup)("PATH").and_then(|p| p.into_string().ok());
+        let parse_cmd = |text: &str| sources::parse_command(text, path.as_deref());
+        let stop_execs = unique(env.list(&options::STOP_EXEC)?, &parse_cmd)?;
+        let drain_execs = unique(env.list(&options::DRAIN_EXEC)?, &parse_cmd)?;
+        let drain_files = unique(env.list(&options::DRAIN_FILE)?, &parse_drain_file)?;
+        let count = drain_urls.len() + drain_execs.len() + drain_files.len();
+        if count > MAX_SOURCES {
+            return Err(UsageError(format!(
+                "at most {MAX_SOURCES} drain sources (--drain-url, --drain-exec and --drain-file together); {count} given"
+            )));
+        }
+        Ok(Sources {
+            stop_hooks: stop_urls
+                .into_iter()
+                .map(|url| Target {
+                    method: stop_method.clone(),
+                    url,
+                })
+                .collect(),
+            drain_urls,
+            stop_execs,
+            drain_execs,
+            drain_files,
+            pre_stop_delay,
+            hook_timeout: env.value(&options::HOOK_TIMEOUT, parse_interval)?,
+            drain_timeout: env.value_or_default(&options::DRAIN_TIMEOUT, parse_interval)?,
+        })
+    }
+
+    /// The sources that can say "busy" (task protection asks them): URLs
+    /// and commands (a drain file only appears at the end of a stop).
+    pub fn can_say_busy(&self) -> bool {
+        !self.drain_urls.is_empty() || !self.drain_execs.is_empty()
+    }
+
+    fn drain(&self) -> bool {
+        self.can_say_busy() || !self.drain_files.is_empty()
+    }
+
+    fn hook(&self) -> bool {
+        !self.stop_hooks.is_empty() || !self.stop_execs.is_empty()
+    }
+
+    /// Whether these options alone make this a draining run.
+    pub fn active(&self) -> bool {
+        self.drain() || self.hook() || !self.pre_stop_delay.is_zero()
+    }
+}
+
+/// Where drainit runs, for the default `--grace`: the platform's own kill
+/// comes 30 s after its stop on ECS and on Kubernetes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Platform {
+    Ecs,
+    Kubernetes,
+    Other,
+}
+
+/// The default `--grace` on ECS and Kubernetes (with a drain option), under
+/// their 30 s default kill; elsewhere the declared default applies.
+pub const PLATFORM_GRACE: &str = "25s";
+
+/// `--grace`: as given, else (with a drain option) the default that fits
+/// the platform's own kill, said at start with its reason.
+fn grace(
+    env: &Env<'_>,
+    drain_active: bool,
+    platform: Platform,
+    notices: &mut Vec<Notice>,
+) -> Result<Option<Duration>, UsageError> {
+    if let Some(s) = env.setting(&options::GRACE)? {
+        return s.parse(parse_grace);
+    }
+    if !drain_active {
+        return Ok(None);
+    }
+    // ECS's stopTimeout and Kubernetes' terminationGracePeriodSeconds
+    // default to 30 s, `docker stop` to 10.
+    let (text, why) = match platform {
+        Platform::Ecs => (PLATFORM_GRACE, "on ECS, whose stopTimeout defaults to 30 s"),
+        Platform::Kubernetes => (
+            PLATFORM_GRACE,
+            "on Kubernetes, whose terminationGracePeriodSeconds defaults to 30 s",
+        ),
+        Platform::Other => (
+            options::GRACE.default_value().unwrap_or_default(),
+            "no ECS or Kubernetes here; docker stop waits 10 s",
+        ),
+    };
+    let grace = parse_grace(text).map_err(|e| invalid(text, "--grace", &e))?;
+    notices.push(Notice::Info(format!(
+        "--grace {text} by default ({why}); set --grace to change it"
+    )));
+    Ok(grace)
+}
+
+/// The deadline must leave the app time to get its stop signal: a delay
+/// that reaches it would mean SIGKILL without any warning; and an explicit
+/// hook timeout must fit between the delay and the deadline.
+fn check_fits(grace: Option<Duration>, sources: &Sources) -> Result<(), UsageError> {
+    let Some(grace) = grace else {
+        return Ok(());
+    };
+    let delay = sources.pre_stop_delay;
+    if delay >= grace {
+        return Err(UsageError(format!(
+            "--pre-stop-delay ({} ms) must be shorter than --grace ({} ms): the app would be killed before it got its stop signal",
+            millis(delay),
+            millis(grace)
+        )));
+    }
+    if let Some(hook) = sources.hook_timeout.filter(|hook| delay + *hook >= grace) {
+        return Err(UsageError(format!(
+            "--pre-stop-delay ({} ms) + --hook-timeout ({} ms) must be shorter than --grace ({} ms)",
+            millis(delay),
+            millis(hook),
+            millis(grace)
+        )));
+    }
+    Ok(())
+}
+
+/// `--grace-max`: the grace unless given, and then never below it.
+fn grace_max(env: &Env<'_>, grace: Option<Duration>) -> Result<Option<Duration>, UsageError> {
+    let Some(s) = env.setting(&options::GRACE_MAX)? else {
+        return Ok(grace);
+    };
+    let max = s.parse(parse_duration)?;
+    match grace {
+        None => Err(UsageError(format!(
+            "{} needs a deadline, and there is none (--grace none, or no drain option)",
+            s.origin
+        ))),
+        Some(g) if max < g => Err(UsageError(format!(
+            "{} ({} ms) must not be below --grace ({} ms)",
+            s.origin,
+            millis(max),
+            millis(g)
+        ))),
+        Some(_) => Ok(Some(max)),
+    }
+}
+
+/// The deadline (`--grace`) and how far extensions may move it
+/// (`--grace-max`), checked against the delay and the hook timeout.
+pub(super) fn deadline(
+    env: &Env<'_>,
+    sources: &Sources,
+    drain_active: bool,
+    platform: Platform,
+    notices: &mut Vec<Notice>,
+) -> Result<(Option<Duration>, Option<Duration>), UsageError> {
+    let grace = grace(env, drain_active, platform, notices)?;
+    check_fits(grace, sources)?;
+    Ok((grace, grace_max(env, grace)?))
+}
+
+/// What the timeline goes by, from the sources and the deadline read
+/// before and the stop's other timings.
+pub(super) fn timeline(
+    env: &Env<'_>,
+    sources: &Sources,
+    grace: Option<Duration>,
+) -> Result<Settings, UsageError> {
+    Ok(Settings {
+        stop_signals: env.value_or_default(&options::STOP_SIGNALS, parse_signal_list)?,
+        grace,
+        pre_stop_delay: sources.pre_stop_delay,
+        hook: sources.hook(),
+        hook_timeout: match sources.hook_timeout {
+            Some(hook) => hook,
+            None => default(&options::HOOK_TIMEOUT, parse_interval)?,
+        },
+        drain: sources.drain(),
+        drain_interval: env.value_or_default(&options::DRAIN_INTERVAL, parse_interval)?,
+        ready_grace: env.value_or_default(&options::READY_GRACE, parse_duration)?,
+        orphan_grace: env.value_or_default(&options::ORPHAN_GRACE, parse_duration)?,
+    })
+}
