@@ -214,10 +214,11 @@ fn servers_capped_at_tls_1_2() {
 }
 
 /// A refused certificate: a `tls` failure, and nothing reached the server.
-fn refused(server: &FakeApi) {
+fn refused(server: &FakeApi, why: &str) {
     let place = server.place();
     let failure = k8s::get_pod(&place, TIMEOUT).unwrap_err();
     assert_eq!(failure.kind, Kind::Tls, "{failure}");
+    assert!(failure.detail.contains(why), "{failure}");
     let busy = api::patch_body(Managed::ALL, true, 1000);
     let failure = k8s::patch_pod(&place, &busy, TIMEOUT).unwrap_err();
     assert_eq!(failure.kind, Kind::Tls, "{failure}");
@@ -230,16 +231,17 @@ fn refused(server: &FakeApi) {
 
 #[test]
 fn a_certificate_from_another_ca_is_refused_before_anything_is_sent() {
-    refused(&FakeApi::start(&["--cert", "wrong-ca"]));
-    refused(&FakeApi::start(&[
-        "--cert", "wrong-ca", "--ca", "p256", "--tls12",
-    ]));
+    let why = "not signed by the service-account CA";
+    refused(&FakeApi::start(&["--cert", "wrong-ca"]), why);
+    let p256 = ["--cert", "wrong-ca", "--ca", "p256", "--tls12"];
+    refused(&FakeApi::start(&p256), why);
 }
 
 #[test]
 fn a_certificate_without_the_ip_san_is_refused() {
-    refused(&FakeApi::start(&["--cert", "no-ip-san"]));
-    refused(&FakeApi::start(&["--cert", "no-ip-san", "--tls12"]));
+    let why = "does not name its IP address";
+    refused(&FakeApi::start(&["--cert", "no-ip-san"]), why);
+    refused(&FakeApi::start(&["--cert", "no-ip-san", "--tls12"]), why);
 }
 
 #[test]

@@ -153,14 +153,14 @@ pub fn config(ca_pem: &[u8]) -> Result<ClientConfig, Failure> {
         let cert = cert.map_err(|e| bad(&format!("is not PEM ({e})")))?;
         roots
             .add(cert)
-            .map_err(|e| bad(&format!("holds a certificate that is not a CA ({e})")))?;
+            .map_err(|_| bad("holds a certificate that cannot be a trust anchor"))?;
     }
     if roots.is_empty() {
         return Err(bad("holds no certificate"));
     }
     let mut config = ClientConfig::builder_with_provider(Arc::new(provider()))
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-        .map_err(|e| Failure::new(Kind::Internal, &format!("TLS set-up: {e}")))?
+        .map_err(|_| Failure::new(Kind::Internal, "TLS set-up: no usable protocol version"))?
         .with_root_certificates(roots)
         .with_no_client_auth();
     // One exchange per connection: nothing to resume.
@@ -202,11 +202,44 @@ impl Write for Timed<'_> {
     }
 }
 
+/// What went wrong in a handshake, in a few fixed words: rustls's own
+/// `Display` formats its nested enums with `Debug`, which would put all
+/// their names into the binary for a message nobody needs in detail.
+fn tls_text(e: &rustls::Error) -> &'static str {
+    use rustls::CertificateError as C;
+    match e {
+        rustls::Error::InvalidCertificate(c) => match c {
+            C::UnknownIssuer => {
+                "the API server's certificate is not signed by the service-account CA"
+            }
+            C::NotValidForName | C::NotValidForNameContext { .. } => {
+                "the API server's certificate does not name its IP address (no matching IP SAN)"
+            }
+            C::Expired | C::ExpiredContext { .. } => "the API server's certificate has expired",
+            C::NotValidYet | C::NotValidYetContext { .. } => {
+                "the API server's certificate is not valid yet (is the clock right?)"
+            }
+            C::BadSignature => "the API server's certificate has a bad signature",
+            C::UnsupportedSignatureAlgorithmContext { .. }
+            | C::UnsupportedSignatureAlgorithmForPublicKeyContext { .. } => {
+                "the API server's certificate uses a signature algorithm drainit does not verify"
+            }
+            _ => "the API server's certificate is refused",
+        },
+        rustls::Error::AlertReceived(_) => "the API server ended the handshake with an alert",
+        rustls::Error::PeerIncompatible(_) => {
+            "the API server offers no TLS version, suite or group drainit supports"
+        }
+        rustls::Error::NoCertificatesPresented => "the API server presented no certificate",
+        _ => "the TLS handshake failed",
+    }
+}
+
 /// A socket or TLS error as a request failure: rustls's own errors (a
 /// certificate refused, a handshake failure) are `tls`.
 fn failure(e: &io::Error) -> Failure {
     if let Some(tls) = e.get_ref().and_then(|e| e.downcast_ref::<rustls::Error>()) {
-        return Failure::new(Kind::Tls, &format!("TLS: {tls}"));
+        return Failure::new(Kind::Tls, tls_text(tls));
     }
     match e.kind() {
         io::ErrorKind::ConnectionRefused => Failure::new(Kind::Refused, "connection refused"),
@@ -242,7 +275,7 @@ pub fn send(exchange: &Exchange) -> Result<(Response, Vec<u8>), Failure> {
     let config = Arc::new(config(exchange.ca_pem)?);
     let name = ServerName::IpAddress(exchange.ip.into());
     let mut conn = ClientConnection::new(config, name)
-        .map_err(|e| Failure::new(Kind::Internal, &format!("TLS set-up: {e}")))?;
+        .map_err(|_| Failure::new(Kind::Internal, "TLS set-up: no client connection"))?;
     let addr = SocketAddr::new(exchange.ip, exchange.port);
     let connect_time = left(deadline).map_err(|e| failure(&e))?;
     let tcp = TcpStream::connect_timeout(&addr, connect_time).map_err(|e| failure(&e))?;
