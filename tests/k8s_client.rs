@@ -115,12 +115,17 @@ impl FakeApi {
     /// This server's place, with the service-account directory filled
     /// (`token-1`, the server's CA, namespace `jobs`).
     fn place(&self) -> Place {
+        self.place_at("127.0.0.1")
+    }
+
+    /// The same, with the server at `ip` (where it listens).
+    fn place_at(&self, ip: &str) -> Place {
         let sa = private_sa_dir();
         fs::copy(self.dir.file("ca.crt"), sa.join("ca.crt")).unwrap();
         fs::write(sa.join("token"), "token-1\n").unwrap();
         fs::write(sa.join("namespace"), "jobs").unwrap();
         Place {
-            ip: "127.0.0.1".parse().unwrap(),
+            ip: ip.parse().unwrap(),
             port: self.port,
             namespace: "jobs".into(),
             pod: "worker-7d9f-x2".into(),
@@ -205,6 +210,23 @@ fn an_rsa_ca_over_tls_1_3() {
 #[test]
 fn a_p256_ca_over_tls_1_3() {
     round_trip(&FakeApi::start(&["--ca", "p256"]), "TLSv1.3");
+}
+
+#[test]
+fn an_api_server_at_an_ipv6_address() {
+    let server = FakeApi::start(&["--host", "::1", "--ca", "p256"]);
+    let place = server.place_at("::1");
+    let answer = k8s::get_pod(&place, TIMEOUT).unwrap();
+    assert_eq!(verdict(&answer), Verdict::Applied);
+    let requests = server.requests();
+    assert_eq!(
+        requests[0]["headers"]["host"],
+        format!("[::1]:{}", server.port)
+    );
+    // A certificate that does not name ::1 is refused there too.
+    let v4 = FakeApi::start(&["--host", "::1", "--cert", "no-ip-san"]);
+    let failure = k8s::get_pod(&v4.place_at("::1"), TIMEOUT).unwrap_err();
+    assert_eq!(failure.kind, Kind::Tls, "{failure}");
 }
 
 #[test]
