@@ -342,6 +342,19 @@ fn the_answers_of_the_api_server() {
         Verdict::Refused(422, message) => assert!(message.contains("32bit"), "{message}"),
         other => panic!("{other:?}"),
     }
+    // Annotation values are strings: a number is the API's 400.
+    let number = br#"{"metadata":{"annotations":{"karpenter.sh/do-not-disrupt":true}}}"#;
+    assert!(matches!(
+        verdict(&k8s::patch_pod(&place, number, TIMEOUT).unwrap()),
+        Verdict::Refused(400, _)
+    ));
+    // Nothing else of the pod may change through this patch.
+    let image = br#"{"spec":{"containers":[{"name":"app","image":"evil:1"}]}}"#;
+    assert!(matches!(
+        verdict(&k8s::patch_pod(&place, image, TIMEOUT).unwrap()),
+        Verdict::Refused(422, _)
+    ));
+    assert_eq!(server.pod()["metadata"]["resourceVersion"], "1000");
     // Idle clears only drainit's keys.
     let idle = api::patch_body(Managed::ALL, false, 1);
     k8s::patch_pod(&place, &idle, TIMEOUT).unwrap();
@@ -371,6 +384,30 @@ fn a_dropped_connection_is_a_failure_at_once() {
         "{failure:?}"
     );
     assert!(started.elapsed() < TIMEOUT, "{:?}", started.elapsed());
+}
+
+#[test]
+fn a_server_without_tls_gets_no_token() {
+    let server = FakeApi::start(&["--mode", "plaintext"]);
+    let place = server.place();
+    let failure = k8s::get_pod(&place, TIMEOUT).unwrap_err();
+    assert_eq!(failure.kind, Kind::Tls, "{failure}");
+    // What it received was a TLS ClientHello (a handshake record), and
+    // no token in it.
+    let seen = wait_for("the server's record", PATIENCE, || {
+        let text = server.dir.read("requests.jsonl");
+        text.lines().next().map(str::to_string)
+    });
+    let hex = serde_json::from_str::<Value>(&seen).unwrap()["plaintext"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(hex.starts_with("16030"), "{hex}");
+    assert!(!hex.contains(&hex_of("token-1")), "{hex}");
+}
+
+fn hex_of(text: &str) -> String {
+    text.bytes().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Runs one hostile exchange in a process of its own (this test binary,

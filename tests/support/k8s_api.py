@@ -19,7 +19,8 @@ CA's PEM goes to DIR/ca.crt (what the pod's service-account directory
 holds). It can also present a certificate from another CA, or one without
 the IP SAN, cap itself at TLS 1.2, and misbehave: answer a scripted status
 (401, 403, 404, 409, 422, 429 with Retry-After, 500), drop connections,
-send an endless body, dribble its head, or go silent after the handshake.
+send an endless body, dribble its head, go silent after the handshake, or
+answer in plain HTTP without TLS.
 
 Every request is recorded, as one JSON line, in DIR/requests.jsonl: method,
 path, headers (lower-case names), body, TLS version, and the status sent.
@@ -28,7 +29,7 @@ The port is written to DIR/port once it listens.
     k8s_api.py --dir DIR [--ca rsa|p256] [--cert good|wrong-ca|no-ip-san]
                [--tls12] [--tokens T1,T2] [--namespace NS] [--pod NAME]
                [--grace N] [--annotations JSON] [--statuses 401,200,...]
-               [--retry-after N] [--mode normal|drop|endless|dribble|silent]
+               [--retry-after N] [--mode normal|drop|endless|dribble|silent|plaintext]
 """
 
 import argparse
@@ -207,6 +208,15 @@ def read_request(conn):
 
 
 def serve_one(api, raw, context):
+    if api.args.mode == "plaintext":
+        # Not TLS at all: plain HTTP, whatever the client says.
+        try:
+            raw.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+            api.record({"plaintext": raw.recv(4096).hex()})
+        except OSError:
+            pass
+        raw.close()
+        return
     try:
         conn = context.wrap_socket(raw, server_side=True)
     except (ssl.SSLError, OSError) as e:
@@ -292,7 +302,7 @@ def main():
     p.add_argument("--statuses", default="")
     p.add_argument("--retry-after", type=int, default=2)
     p.add_argument("--mode", default="normal",
-                   choices=["normal", "drop", "endless", "dribble", "silent"])
+                   choices=["normal", "drop", "endless", "dribble", "silent", "plaintext"])
     args = p.parse_args()
 
     key = trustme.KeyType.RSA if args.ca == "rsa" else trustme.KeyType.ECDSA
