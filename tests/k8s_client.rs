@@ -374,6 +374,33 @@ fn the_answers_of_the_api_server() {
 }
 
 #[test]
+fn a_request_thread_reports_once() {
+    let server = FakeApi::start(&[]);
+    let place = server.place();
+    let mut results = Vec::new();
+    let busy = api::patch_body(Managed::ALL, true, 7);
+    k8s::run_and_report(&place, api::Method::Patch, &busy, TIMEOUT, |r| {
+        results.push(r)
+    });
+    assert_eq!(results.len(), 1);
+    assert_eq!(verdict(results[0].as_ref().unwrap()), Verdict::Applied);
+    assert_eq!(annotations(&server.pod())[api::COST_KEY], "7");
+    // A panic in the request (a fault point, in test builds) is reported
+    // as an internal failure, once; nothing reaches the server. Only this
+    // test runs requests through `run_and_report`.
+    #[cfg(feature = "fault-injection")]
+    {
+        std::env::set_var("DRAINIT_TEST_FAULT", "k8s_worker");
+        let mut results = Vec::new();
+        k8s::run_and_report(&place, api::Method::Get, b"", TIMEOUT, |r| results.push(r));
+        std::env::remove_var("DRAINIT_TEST_FAULT");
+        assert_eq!(results.len(), 1);
+        assert_eq!(results[0].as_ref().unwrap_err().kind, Kind::Internal);
+        assert_eq!(server.requests().len(), 1);
+    }
+}
+
+#[test]
 fn a_dropped_connection_is_a_failure_at_once() {
     let server = FakeApi::start(&["--mode", "drop"]);
     let place = server.place();

@@ -94,6 +94,29 @@ pub fn patch_pod(place: &Place, body: &[u8], timeout: Duration) -> Result<Answer
     send(place, Method::Patch, body, timeout)
 }
 
+/// What a request thread runs: one request of `method` (with `body` for a
+/// patch), its result handed to `report` exactly once, a panic inside it
+/// (a drainit bug) reported as an `internal` failure, so PID 1 and the
+/// stop timeline go on (the release profile unwinds for this).
+pub fn run_and_report(
+    place: &Place,
+    method: Method,
+    body: &[u8],
+    timeout: Duration,
+    report: impl FnOnce(Result<Answer, Failure>),
+) {
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        crate::util::fault::point("k8s_worker");
+        send(place, method, body, timeout)
+    }));
+    report(caught.unwrap_or_else(|_| {
+        Err(Failure::new(
+            Kind::Internal,
+            "internal error in the Kubernetes request thread (a drainit bug; the request counts as failed)",
+        ))
+    }));
+}
+
 /// One request, the token and CA read again first.
 fn send(place: &Place, method: Method, body: &[u8], timeout: Duration) -> Result<Answer, Failure> {
     let sa = Path::new(SA_DIR);
