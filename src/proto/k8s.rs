@@ -683,6 +683,41 @@ mod tests {
         assert_eq!(read_pod(body.as_bytes()).unwrap().grace_seconds, Some(30));
     }
 
+    #[test]
+    fn mangled_pods_never_panic() {
+        let pod = br#"{"metadata":{"resourceVersion":"7","annotations":{"karpenter.sh/do-not-disrupt":"true","a":"b"}},"spec":{"terminationGracePeriodSeconds":30,"containers":[{"name":"c"}]}}"#;
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for _ in 0..20_000 {
+            let mut body = pod.to_vec();
+            for _ in 0..(next() % 4 + 1) {
+                let at = (next() % body.len() as u64) as usize;
+                match next() % 3 {
+                    0 => body[at] = b"{}[]\",:0\\n"[(next() % 10) as usize],
+                    1 => body.truncate(at),
+                    _ => body.insert(at, next() as u8),
+                }
+                if body.is_empty() {
+                    body.push(b'{');
+                }
+            }
+            if let Ok(p) = read_pod(&body) {
+                assert!(p
+                    .annotations
+                    .iter()
+                    .flatten()
+                    .all(|v| v.len() <= VALUE_LIMIT * 4));
+            }
+            let _ = retry_after(&body);
+            let _ = status_message(&body);
+        }
+    }
+
     fn answer(status: u16, body: &str) -> Response {
         Response {
             status,
