@@ -15,7 +15,9 @@
 #
 # Needs: rustup targets x86_64-unknown-linux-musl and aarch64-unknown-linux-musl
 # (the arm64 build links with the toolchain's own rust-lld, see
-# .cargo/config.toml), sha256sum, and a Docker engine for --image.
+# .cargo/config.toml), C compilers for ring (the Kubernetes client's TLS
+# provider): musl-gcc (Debian's musl-tools) and aarch64-linux-gnu-gcc
+# (gcc-aarch64-linux-gnu), sha256sum, and a Docker engine for --image.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd -P)
@@ -65,6 +67,24 @@ CARGO_ENCODED_RUSTFLAGS=$(IFS=$'\x1f'; echo "${flags[*]}")
 export CARGO_ENCODED_RUSTFLAGS
 unset RUSTFLAGS
 
+# ring's C and assembly: a fixed compiler per target, and no path of this
+# machine in the objects (the same renaming as for Rust; the build dirs
+# differ between the two --verify builds).
+export CC_x86_64_unknown_linux_musl=musl-gcc
+export AR_x86_64_unknown_linux_musl=ar
+export CC_aarch64_unknown_linux_musl=aarch64-linux-gnu-gcc
+export AR_aarch64_unknown_linux_musl=aarch64-linux-gnu-ar
+cflags="-ffile-prefix-map=$root=/drainit -ffile-prefix-map=$cargo_home=/cargo"
+export CFLAGS_x86_64_unknown_linux_musl="$cflags"
+export CFLAGS_aarch64_unknown_linux_musl="$cflags"
+unset CFLAGS CC AR
+for tool in "$CC_x86_64_unknown_linux_musl" "$CC_aarch64_unknown_linux_musl"; do
+  command -v "$tool" >/dev/null || {
+    echo "release.sh: $tool is missing (apt-get install musl-tools gcc-aarch64-linux-gnu)" >&2
+    exit 1
+  }
+done
+
 build_all() { # target dir, output dir
   local dir=$1 dest=$2 spec triple name
   rm -rf "$dir" "$dest"
@@ -86,7 +106,7 @@ for spec in "${targets[@]}"; do
   IFS=: read -r _ name _ <<<"$spec"
   size=$(stat -c %s "$out/$name")
   echo "$name: $size bytes"
-  [ "$size" -le 1310720 ] || { echo "release.sh: $name is over its 1.25 MiB budget" >&2; exit 1; }
+  [ "$size" -le 2097152 ] || { echo "release.sh: $name is over its 2 MiB budget" >&2; exit 1; }
 done
 
 if [ -n "$verify" ]; then

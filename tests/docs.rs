@@ -32,7 +32,10 @@ const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 /// Command lines skipped on purpose, as (a substring of the line, why).
 /// Keep it minimal: an entry that matches no line fails the test.
-const ALLOWLIST: &[(&str, &str)] = &[];
+const ALLOWLIST: &[(&str, &str)] = &[(
+    "\"--k8s-protect\"",
+    "docs/kubernetes.md documents --k8s-protect ahead of the Kubernetes back-end that brings the option; remove this entry when it lands",
+)];
 
 /// Words a command may be wrapped in before the drainit binary.
 const WRAPPERS: &[&str] = &["timeout", "unshare", "exec", "nohup", "env"];

@@ -3,6 +3,8 @@
 pub mod arena;
 pub mod commands;
 pub mod http;
+#[cfg(feature = "k8s")]
+pub mod k8s;
 pub mod logwriter;
 pub mod notify;
 pub mod procfs;
@@ -12,4 +14,6 @@ pub mod serve;
 pub mod signals;
 pub mod spawn;
 pub mod threads;
+#[cfg(feature = "k8s")]
+pub mod tls;
 pub mod workers;

@@ -48,6 +48,8 @@ pub enum Kind {
     ExchangeTooLarge,
     TooManyInterim,
     Redirect,
+    /// The TLS handshake failed (a certificate refused, no common suite).
+    Tls,
     /// A bug in drainit (a panic in the request thread, contained).
     Internal,
 }
@@ -70,6 +72,7 @@ impl Kind {
             Kind::ExchangeTooLarge => "exchange_too_large",
             Kind::TooManyInterim => "too_many_interim",
             Kind::Redirect => "redirect",
+            Kind::Tls => "tls",
             Kind::Internal => "internal",
         }
     }

@@ -6,4 +6,5 @@ pub mod http;
 pub mod http_decoder;
 pub mod http_request;
 pub mod json;
+pub mod k8s;
 pub mod notify_msg;

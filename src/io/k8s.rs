@@ -1,0 +1,147 @@
+//! The in-cluster Kubernetes API client (`--k8s-protect`): where the API
+//! server and the pod are (the service variables, `POD_NAME` or
+//! `HOSTNAME`, the service-account namespace), and one `GET` or merge
+//! `PATCH` of drainit's own pod over `io::tls`, with the token and the CA
+//! read again from the service-account directory before every request
+//! (the kubelet rotates the projected token about hourly).
+//!
+//! There is no other way in: no kubeconfig, no proxy variables, no system
+//! roots, no insecure mode, and the directory is always the standard one
+//! (tests mount theirs there, in a mount namespace of their own). Files
+//! are read up to a bound each. Nothing here decides anything: what an
+//! answer means is `proto::k8s::verdict`.
+
+use std::io::Read;
+use std::net::IpAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::io::tls;
+use crate::proto::http::{Failure, Kind, Response};
+use crate::proto::k8s::{self as api, Method};
+
+/// Where the service account's token, CA and namespace are mounted.
+pub const SA_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+/// How long one request may take, connect to last byte.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// Largest namespace file read.
+const NAMESPACE_LIMIT: usize = 256;
+
+/// drainit's pod and the API server that holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Place {
+    pub ip: IpAddr,
+    pub port: u16,
+    pub namespace: String,
+    pub pod: String,
+}
+
+/// Reads at most `limit` bytes of `path`; more is an error.
+fn read_bounded(path: &Path, limit: usize) -> Result<Vec<u8>, String> {
+    let file =
+        std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let mut bytes = Vec::new();
+    file.take(limit as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if bytes.len() > limit {
+        return Err(format!(
+            "{} is larger than {} KiB",
+            path.display(),
+            limit.div_ceil(1024)
+        ));
+    }
+    Ok(bytes)
+}
+
+impl Place {
+    /// The place from the environment and the service-account namespace
+    /// file: a clear message when drainit is not in a pod.
+    pub fn from_environment() -> Result<Place, String> {
+        let var = |name: &str| std::env::var(name).ok();
+        let (ip, port) = api::api_address(
+            var("KUBERNETES_SERVICE_HOST").as_deref(),
+            var("KUBERNETES_SERVICE_PORT").as_deref(),
+        )?;
+        let pod = api::pod_name(var("POD_NAME").as_deref(), var("HOSTNAME").as_deref())?;
+        let namespace = api::namespace(&read_bounded(
+            &Path::new(SA_DIR).join("namespace"),
+            NAMESPACE_LIMIT,
+        )?)?;
+        Ok(Place {
+            ip,
+            port,
+            namespace,
+            pod,
+        })
+    }
+}
+
+/// An answer: the response and its `Retry-After`, if any.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    pub response: Response,
+    pub retry_after: Option<Duration>,
+}
+
+/// `GET` of the pod.
+pub fn get_pod(place: &Place, timeout: Duration) -> Result<Answer, Failure> {
+    send(place, Method::Get, b"", timeout)
+}
+
+/// Merge `PATCH` of the pod with `body` (`proto::k8s::patch_body`).
+pub fn patch_pod(place: &Place, body: &[u8], timeout: Duration) -> Result<Answer, Failure> {
+    send(place, Method::Patch, body, timeout)
+}
+
+/// What a request thread runs: one request of `method` (with `body` for a
+/// patch), its result handed to `report` exactly once, a panic inside it
+/// (a drainit bug) reported as an `internal` failure, so PID 1 and the
+/// stop timeline go on (the release profile unwinds for this).
+pub fn run_and_report(
+    place: &Place,
+    method: Method,
+    body: &[u8],
+    timeout: Duration,
+    report: impl FnOnce(Result<Answer, Failure>),
+) {
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        crate::util::fault::point("k8s_worker");
+        send(place, method, body, timeout)
+    }));
+    report(caught.unwrap_or_else(|_| {
+        Err(Failure::new(
+            Kind::Internal,
+            "internal error in the Kubernetes request thread (a drainit bug; the request counts as failed)",
+        ))
+    }));
+}
+
+/// One request, the token and CA read again first.
+fn send(place: &Place, method: Method, body: &[u8], timeout: Duration) -> Result<Answer, Failure> {
+    let sa = Path::new(SA_DIR);
+    let local = |e: String| Failure::new(Kind::Io, &e);
+    // Room for surrounding whitespace around the largest token.
+    let token_text = read_bounded(&sa.join("token"), api::TOKEN_LIMIT + 1024).map_err(local)?;
+    let token = api::token(&token_text).map_err(local)?;
+    let ca = read_bounded(&sa.join("ca.crt"), tls::CA_LIMIT).map_err(local)?;
+    let request = api::request(
+        method,
+        &api::authority(place.ip, place.port),
+        &api::pod_path(&place.namespace, &place.pod),
+        token,
+        body,
+    )
+    .map_err(|e| Failure::new(Kind::Internal, &e))?;
+    let (response, head) = tls::send(&tls::Exchange {
+        ip: place.ip,
+        port: place.port,
+        ca_pem: &ca,
+        request: &request,
+        timeout,
+    })?;
+    Ok(Answer {
+        retry_after: api::retry_after(&head),
+        response,
+    })
+}

@@ -1,0 +1,788 @@
+//! The Kubernetes API as plain values (`--k8s-protect`): where the API
+//! server and the pod are (from the environment's text), the request bytes
+//! for the pod's `GET` and merge `PATCH`, the three annotations drainit
+//! manages and the patch that sets or clears them, what a pod read says
+//! (the three keys, `resourceVersion`, `terminationGracePeriodSeconds`), and
+//! what an answer means. No I/O: `io::k8s` reads the files and sends.
+//!
+//! Bounds: a request is at most `REQUEST_LIMIT` bytes (the token at most
+//! `TOKEN_LIMIT`, checked to be header-safe); a pod read keeps only the
+//! values it needs while serde_json walks the body (at most
+//! `http::BODY_LIMIT`), skipping the rest without building it, so a large
+//! or hostile pod costs no more than its bytes.
+
+use std::fmt;
+use std::net::IpAddr;
+use std::time::Duration;
+
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
+
+use crate::proto::http::Response;
+
+/// `controller.kubernetes.io/pod-deletion-cost`: a ReplicaSet scale-down
+/// removes pods with a lower cost first.
+pub const COST_KEY: &str = "controller.kubernetes.io/pod-deletion-cost";
+/// `cluster-autoscaler.kubernetes.io/safe-to-evict`: "false" keeps
+/// cluster-autoscaler from removing the node.
+pub const SAFE_TO_EVICT_KEY: &str = "cluster-autoscaler.kubernetes.io/safe-to-evict";
+/// `karpenter.sh/do-not-disrupt`: "true" keeps Karpenter from
+/// consolidating or drifting the node away.
+pub const DO_NOT_DISRUPT_KEY: &str = "karpenter.sh/do-not-disrupt";
+
+/// Largest service-account token sent (projected tokens are about 1 KiB).
+pub const TOKEN_LIMIT: usize = 16 * 1024;
+/// Largest request, head and body.
+pub const REQUEST_LIMIT: usize = TOKEN_LIMIT + 4 * 1024;
+/// Longest annotation value kept from a pod read.
+pub const VALUE_LIMIT: usize = 256;
+/// The longest `Retry-After` honoured: a server cannot stop protection
+/// for longer than this with one answer.
+pub const RETRY_AFTER_LIMIT: Duration = Duration::from_secs(300);
+
+/// One of the three annotations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Annotation {
+    Cost,
+    SafeToEvict,
+    DoNotDisrupt,
+}
+
+impl Annotation {
+    pub const ALL: [Annotation; 3] = [
+        Annotation::Cost,
+        Annotation::SafeToEvict,
+        Annotation::DoNotDisrupt,
+    ];
+
+    /// The annotation's key on the pod.
+    pub fn key(self) -> &'static str {
+        match self {
+            Annotation::Cost => COST_KEY,
+            Annotation::SafeToEvict => SAFE_TO_EVICT_KEY,
+            Annotation::DoNotDisrupt => DO_NOT_DISRUPT_KEY,
+        }
+    }
+
+    /// Its name in `--k8s-annotations`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Annotation::Cost => "cost",
+            Annotation::SafeToEvict => "safe-to-evict",
+            Annotation::DoNotDisrupt => "do-not-disrupt",
+        }
+    }
+
+    fn bit(self) -> u8 {
+        1 << self as u8
+    }
+}
+
+/// Which of the three annotations drainit manages (`--k8s-annotations`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Managed(u8);
+
+impl Managed {
+    pub const ALL: Managed = Managed(0b111);
+
+    pub fn has(self, a: Annotation) -> bool {
+        self.0 & a.bit() != 0
+    }
+
+    pub fn iter(self) -> impl Iterator<Item = Annotation> {
+        Annotation::ALL.into_iter().filter(move |a| self.has(*a))
+    }
+
+    /// `cost,safe-to-evict,do-not-disrupt` (any non-empty subset, any
+    /// order, `all` for the three).
+    pub fn parse(list: &str) -> Result<Managed, String> {
+        if list.trim() == "all" {
+            return Ok(Managed::ALL);
+        }
+        let mut bits = 0;
+        for name in list.split(',').map(str::trim) {
+            let Some(a) = Annotation::ALL.into_iter().find(|a| a.name() == name) else {
+                return Err(format!(
+                    "unknown annotation {name:?} (expected cost, safe-to-evict, do-not-disrupt or all)"
+                ));
+            };
+            bits |= a.bit();
+        }
+        Ok(Managed(bits))
+    }
+}
+
+/// Default `--k8s-cost`: above the default 0 of every other pod.
+pub const DEFAULT_COST: i32 = 1000;
+
+/// The merge patch that marks the pod busy (the managed keys set: the
+/// cost as a decimal string, "false", "true") or idle (each set to null,
+/// which deletes it). Nothing but `metadata.annotations` is ever written.
+pub fn patch_body(managed: Managed, busy: bool, cost: i32) -> Vec<u8> {
+    let mut out = String::from(r#"{"metadata":{"annotations":{"#);
+    for (i, a) in managed.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let value = match (busy, a) {
+            (false, _) => "null".to_string(),
+            (true, Annotation::Cost) => format!("\"{cost}\""),
+            (true, Annotation::SafeToEvict) => "\"false\"".to_string(),
+            (true, Annotation::DoNotDisrupt) => "\"true\"".to_string(),
+        };
+        out.push_str(&format!("\"{}\":{value}", a.key()));
+    }
+    out.push_str("}}}");
+    out.into_bytes()
+}
+
+/// The API server's address from `KUBERNETES_SERVICE_HOST` and
+/// `KUBERNETES_SERVICE_PORT`: an IP literal (IPv6 without brackets, as the
+/// kubelet writes it) and a port. No name: the certificate is checked by
+/// IP SAN.
+pub fn api_address(host: Option<&str>, port: Option<&str>) -> Result<(IpAddr, u16), String> {
+    let host = host
+        .filter(|h| !h.is_empty())
+        .ok_or("KUBERNETES_SERVICE_HOST is not set (not running in a Kubernetes pod?)")?;
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    let ip = bare
+        .parse::<IpAddr>()
+        .map_err(|_| format!("KUBERNETES_SERVICE_HOST {host:?} is not an IP address"))?;
+    let port = port.filter(|p| !p.is_empty()).unwrap_or("443");
+    match port.parse::<u16>() {
+        Ok(p) if p > 0 => Ok((ip, p)),
+        _ => Err(format!("KUBERNETES_SERVICE_PORT {port:?} is not a port")),
+    }
+}
+
+/// `host:port` for the Host header (`[v6]:port`).
+pub fn authority(ip: IpAddr, port: u16) -> String {
+    match ip {
+        IpAddr::V4(v4) => format!("{v4}:{port}"),
+        IpAddr::V6(v6) => format!("[{v6}]:{port}"),
+    }
+}
+
+/// A DNS-1123 label (a namespace): 1 to 63 of `a-z0-9-`, alphanumeric at
+/// both ends.
+pub fn is_label(name: &str) -> bool {
+    let b = name.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b[0] != b'-'
+        && b[b.len() - 1] != b'-'
+}
+
+/// A DNS-1123 subdomain (a pod name): up to 253 characters, labels joined
+/// by dots.
+pub fn is_subdomain(name: &str) -> bool {
+    name.len() <= 253 && name.split('.').all(is_label)
+}
+
+/// The pod's name: `POD_NAME` (the Downward API), else `HOSTNAME` (which
+/// is the pod's name unless the pod sets `spec.hostname`).
+pub fn pod_name(pod_name: Option<&str>, hostname: Option<&str>) -> Result<String, String> {
+    let (name, from) = match (pod_name.filter(|n| !n.is_empty()), hostname) {
+        (Some(n), _) => (n, "POD_NAME"),
+        (None, Some(h)) if !h.is_empty() => (h, "HOSTNAME"),
+        _ => return Err("neither POD_NAME nor HOSTNAME is set".into()),
+    };
+    if !is_subdomain(name) {
+        return Err(format!("{from} {name:?} is not a pod name"));
+    }
+    Ok(name.to_string())
+}
+
+/// The namespace file's text, checked.
+pub fn namespace(text: &[u8]) -> Result<String, String> {
+    let text = String::from_utf8_lossy(text);
+    let ns = text.trim();
+    if !is_label(ns) {
+        return Err(format!(
+            "the namespace file holds {:?}, not a namespace",
+            crate::util::text::escape(ns, 80)
+        ));
+    }
+    Ok(ns.to_string())
+}
+
+/// `/api/v1/namespaces/NS/pods/NAME`.
+pub fn pod_path(namespace: &str, pod: &str) -> String {
+    format!("/api/v1/namespaces/{namespace}/pods/{pod}")
+}
+
+/// The token file's text: surrounding whitespace trimmed, then visible
+/// ASCII only (it goes into a header), at most `TOKEN_LIMIT`.
+pub fn token(text: &[u8]) -> Result<&str, String> {
+    let start = text
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(text.len());
+    let end = text
+        .iter()
+        .rposition(|b| !b.is_ascii_whitespace())
+        .map_or(start, |i| i + 1);
+    let t = &text[start..end.max(start)];
+    if t.is_empty() {
+        return Err("the token file is empty".into());
+    }
+    if t.len() > TOKEN_LIMIT {
+        return Err(format!(
+            "the token file is larger than {} KiB",
+            TOKEN_LIMIT / 1024
+        ));
+    }
+    if !t.iter().all(u8::is_ascii_graphic) {
+        return Err("the token file holds characters a token cannot have".into());
+    }
+    Ok(std::str::from_utf8(t).unwrap_or_default())
+}
+
+/// The two requests drainit makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    Get,
+    /// A JSON merge patch (`application/merge-patch+json`).
+    Patch,
+}
+
+/// One whole request (head and body), at most `REQUEST_LIMIT` bytes. The
+/// token must have passed `token`; the path `pod_path` of checked names.
+pub fn request(
+    method: Method,
+    authority: &str,
+    path: &str,
+    token: &str,
+    body: &[u8],
+) -> Result<Vec<u8>, String> {
+    let verb = match method {
+        Method::Get => "GET",
+        Method::Patch => "PATCH",
+    };
+    let mut out = format!(
+        "{verb} {path} HTTP/1.1\r\nHost: {authority}\r\nUser-Agent: drainit/{}\r\nAuthorization: Bearer {token}\r\nAccept: application/json\r\nConnection: close\r\n",
+        env!("CARGO_PKG_VERSION")
+    );
+    if method == Method::Patch {
+        out.push_str(&format!(
+            "Content-Type: application/merge-patch+json\r\nContent-Length: {}\r\n",
+            body.len()
+        ));
+    }
+    out.push_str("\r\n");
+    let mut out = out.into_bytes();
+    if method == Method::Patch {
+        out.extend_from_slice(body);
+    }
+    if out.len() > REQUEST_LIMIT {
+        return Err(format!(
+            "the request would be larger than {} KiB",
+            REQUEST_LIMIT / 1024
+        ));
+    }
+    Ok(out)
+}
+
+/// What a pod read says.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Pod {
+    /// The values of the three keys, in `Annotation::ALL` order, when set.
+    pub annotations: [Option<String>; 3],
+    pub resource_version: Option<String>,
+    /// `spec.terminationGracePeriodSeconds`.
+    pub grace_seconds: Option<u64>,
+}
+
+impl Pod {
+    /// Whether any managed key is on the pod (drainit's earlier state,
+    /// kept across a container restart).
+    pub fn holds(&self, managed: Managed) -> bool {
+        managed
+            .iter()
+            .any(|a| self.annotations[a as usize].is_some())
+    }
+}
+
+/// Reads a pod from its JSON (a `GET` answer's body). Only the needed
+/// values are kept; everything else is skipped without being built.
+pub fn read_pod(body: &[u8]) -> Result<Pod, String> {
+    let mut pod = Pod::default();
+    let mut de = serde_json::Deserializer::from_slice(body);
+    Walk {
+        pod: &mut pod,
+        at: At::Top,
+    }
+    .deserialize(&mut de)
+    .map_err(|e| format!("not a pod: {e}"))?;
+    de.end().map_err(|e| format!("not a pod: {e}"))?;
+    Ok(pod)
+}
+
+/// Where in the pod the walk is.
+#[derive(Clone, Copy)]
+enum At {
+    Top,
+    Metadata,
+    Spec,
+    Annotations,
+}
+
+/// Walks one object at `at`, storing what it needs into `pod`.
+struct Walk<'p> {
+    pod: &'p mut Pod,
+    at: At,
+}
+
+impl<'de> DeserializeSeed<'de> for Walk<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+/// A key, compared without being kept (escaped keys are decoded into
+/// serde_json's scratch buffer, bounded by the body).
+struct Key<'a>(&'a [&'static str]);
+
+impl<'de> DeserializeSeed<'de> for Key<'_> {
+    type Value = Option<usize>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Option<usize>, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Key<'_> {
+    type Value = Option<usize>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a key")
+    }
+    fn visit_str<E: de::Error>(self, s: &str) -> Result<Option<usize>, E> {
+        Ok(self.0.iter().position(|k| *k == s))
+    }
+}
+
+/// A string value, cut to `VALUE_LIMIT`; anything else is `None`.
+struct Text;
+
+impl<'de> DeserializeSeed<'de> for Text {
+    type Value = Option<String>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Option<String>, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Text {
+    type Value = Option<String>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a value")
+    }
+    fn visit_str<E: de::Error>(self, s: &str) -> Result<Option<String>, E> {
+        Ok(Some(s.chars().take(VALUE_LIMIT).collect()))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Option<String>, E> {
+        Ok(None)
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Option<String>, E> {
+        Ok(None)
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Option<String>, E> {
+        Ok(None)
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Option<String>, E> {
+        Ok(None)
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Option<String>, E> {
+        Ok(None)
+    }
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut s: A) -> Result<Option<String>, A::Error> {
+        while s.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(None)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Option<String>, A::Error> {
+        while m.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(None)
+    }
+}
+
+impl<'de> Visitor<'de> for Walk<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an object")
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        match self.at {
+            At::Top => Err(E::custom("null")),
+            _ => Ok(()), // `"annotations": null`
+        }
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<(), A::Error> {
+        let keys: &[&'static str] = match self.at {
+            At::Top => &["metadata", "spec"],
+            At::Metadata => &["annotations", "resourceVersion"],
+            At::Spec => &["terminationGracePeriodSeconds"],
+            At::Annotations => &[COST_KEY, SAFE_TO_EVICT_KEY, DO_NOT_DISRUPT_KEY],
+        };
+        while let Some(found) = m.next_key_seed(Key(keys))? {
+            let pod = &mut *self.pod;
+            match (self.at, found) {
+                (At::Top, Some(0)) => m.next_value_seed(Walk {
+                    pod,
+                    at: At::Metadata,
+                })?,
+                (At::Top, Some(_)) => m.next_value_seed(Walk { pod, at: At::Spec })?,
+                (At::Metadata, Some(0)) => m.next_value_seed(Walk {
+                    pod,
+                    at: At::Annotations,
+                })?,
+                (At::Metadata, Some(_)) => pod.resource_version = m.next_value_seed(Text)?,
+                (At::Spec, Some(_)) => {
+                    pod.grace_seconds = m.next_value::<Option<u64>>().unwrap_or(None);
+                }
+                (At::Annotations, Some(i)) => pod.annotations[i] = m.next_value_seed(Text)?,
+                (_, None) => {
+                    m.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What an answer means for the protection back-end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// 2xx: the pod was read or patched.
+    Applied,
+    /// 401: the token was refused; read it again and retry.
+    Unauthenticated,
+    /// 403: the service account may not get or patch pods (RBAC), or an
+    /// admission policy refused; the API's message.
+    Forbidden(String),
+    /// 404: no such pod (a wrong `POD_NAME`?).
+    NoSuchPod,
+    /// 409, 429, 5xx: try again later, not before `after` when given
+    /// (429's `Retry-After`, at most `RETRY_AFTER_LIMIT`).
+    Retry { after: Option<Duration> },
+    /// 422 and other 4xx: the API refused the change; its message.
+    Refused(u16, String),
+    /// Anything else (3xx, 1xx, nonsense).
+    Unexpected(u16),
+}
+
+/// Classifies an answer; `retry_after` is the answer's `Retry-After`
+/// header (see `retry_after`).
+pub fn verdict(response: &Response, retry_after: Option<Duration>) -> Verdict {
+    match response.status {
+        200..=299 => Verdict::Applied,
+        401 => Verdict::Unauthenticated,
+        403 => Verdict::Forbidden(status_message(&response.body)),
+        404 => Verdict::NoSuchPod,
+        409 | 500..=599 => Verdict::Retry { after: None },
+        429 => Verdict::Retry {
+            after: Some(retry_after.unwrap_or(Duration::from_secs(1))),
+        },
+        s @ 400..=499 => Verdict::Refused(s, status_message(&response.body)),
+        s => Verdict::Unexpected(s),
+    }
+}
+
+/// The `message` of a Kubernetes `Status` body, escaped and cut short;
+/// empty when there is none.
+pub fn status_message(body: &[u8]) -> String {
+    let message = crate::proto::json::parse(body)
+        .ok()
+        .and_then(|v| v.get("message")?.as_str().map(str::to_string))
+        .unwrap_or_default();
+    crate::util::text::escape(&message, 300)
+}
+
+/// The `Retry-After` of the final head in `raw` (the first bytes of the
+/// answer: interim 1xx heads are skipped), in delta-seconds, at most
+/// `RETRY_AFTER_LIMIT`. A date or nonsense is `None`.
+pub fn retry_after(mut raw: &[u8]) -> Option<Duration> {
+    loop {
+        let mut headers = [httparse::EMPTY_HEADER; 64];
+        let mut head = httparse::Response::new(&mut headers);
+        let httparse::Status::Complete(len) = head.parse(raw).ok()? else {
+            return None;
+        };
+        if matches!(head.code, Some(100..=199)) {
+            raw = &raw[len..];
+            continue;
+        }
+        let value = head
+            .headers
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case("retry-after"))?
+            .value;
+        let text = std::str::from_utf8(value).ok()?.trim();
+        let secs = text.parse::<u64>().ok()?;
+        return Some(Duration::from_secs(secs).min(RETRY_AFTER_LIMIT));
+    }
+}
+
+/// The wait before retry number `failures` (1, 2, …) after a failure
+/// without `Retry-After`: 1 s doubling to at most 60 s.
+pub fn backoff(failures: u32) -> Duration {
+    let exp = failures.saturating_sub(1).min(6);
+    Duration::from_secs((1u64 << exp).min(60))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn json(bytes: &[u8]) -> serde_json::Value {
+        serde_json::from_slice(bytes).unwrap()
+    }
+
+    #[test]
+    fn busy_and_idle_patches() {
+        let busy = json(&patch_body(Managed::ALL, true, 1000));
+        assert_eq!(
+            busy,
+            serde_json::json!({"metadata": {"annotations": {
+                COST_KEY: "1000", SAFE_TO_EVICT_KEY: "false", DO_NOT_DISRUPT_KEY: "true"}}})
+        );
+        let idle = json(&patch_body(Managed::ALL, false, 1000));
+        assert_eq!(
+            idle,
+            serde_json::json!({"metadata": {"annotations": {
+                COST_KEY: null, SAFE_TO_EVICT_KEY: null, DO_NOT_DISRUPT_KEY: null}}})
+        );
+        let only = Managed::parse("do-not-disrupt, cost").unwrap();
+        let busy = json(&patch_body(only, true, i32::MIN));
+        assert_eq!(
+            busy,
+            serde_json::json!({"metadata": {"annotations": {
+                COST_KEY: "-2147483648", DO_NOT_DISRUPT_KEY: "true"}}})
+        );
+    }
+
+    #[test]
+    fn the_managed_list() {
+        assert_eq!(Managed::parse("all").unwrap(), Managed::ALL);
+        assert_eq!(
+            Managed::parse("cost,safe-to-evict,do-not-disrupt").unwrap(),
+            Managed::ALL
+        );
+        let one = Managed::parse("safe-to-evict").unwrap();
+        assert_eq!(one.iter().collect::<Vec<_>>(), [Annotation::SafeToEvict]);
+        for bad in ["", "cost,", "Cost", "evict", "cost;safe-to-evict"] {
+            assert!(Managed::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_api_server_address() {
+        let v4 = api_address(Some("10.96.0.1"), Some("443")).unwrap();
+        assert_eq!(v4, ("10.96.0.1".parse().unwrap(), 443));
+        let v6 = api_address(Some("fd00:10:96::1"), Some("6443")).unwrap();
+        assert_eq!(authority(v6.0, v6.1), "[fd00:10:96::1]:6443");
+        assert_eq!(authority(v4.0, v4.1), "10.96.0.1:443");
+        assert_eq!(api_address(Some("[::1]"), None).unwrap().1, 443);
+        assert!(api_address(None, Some("443")).is_err());
+        assert!(api_address(Some("kubernetes.default.svc"), Some("443")).is_err());
+        for port in ["0", "65536", "https", "-1"] {
+            assert!(api_address(Some("10.0.0.1"), Some(port)).is_err(), "{port}");
+        }
+    }
+
+    #[test]
+    fn pod_names_and_namespaces() {
+        assert_eq!(
+            pod_name(Some("web-7d9f-x2"), Some("h")).unwrap(),
+            "web-7d9f-x2"
+        );
+        assert_eq!(pod_name(None, Some("web-1")).unwrap(), "web-1");
+        assert_eq!(pod_name(Some(""), Some("web-1")).unwrap(), "web-1");
+        assert!(pod_name(None, None).is_err());
+        for bad in ["../x", "a/b", "A", "-a", "a b", "a%2f", &"a".repeat(254)] {
+            assert!(pod_name(Some(bad), None).is_err(), "{bad}");
+        }
+        assert_eq!(namespace(b"default\n").unwrap(), "default");
+        for bad in [&b""[..], b"a/b", b"Prod", b"x.y", &[b'a'; 64]] {
+            assert!(namespace(bad).is_err());
+        }
+        assert_eq!(pod_path("ns", "p"), "/api/v1/namespaces/ns/pods/p");
+    }
+
+    #[test]
+    fn tokens_are_header_safe_and_bounded() {
+        assert_eq!(token(b"  abc.def-ghi_\n").unwrap(), "abc.def-ghi_");
+        assert!(token(b"\n").is_err());
+        assert!(token(b"abc\r\nX-Evil: 1").is_err());
+        assert!(token(b"ab cd").is_err());
+        assert!(token(&vec![b'a'; TOKEN_LIMIT + 1]).is_err());
+        assert!(token(&vec![b'a'; TOKEN_LIMIT]).is_ok());
+    }
+
+    #[test]
+    fn requests_are_whole_and_bounded() {
+        let body = patch_body(Managed::ALL, true, 5);
+        let r = request(Method::Patch, "10.0.0.1:443", "/p", "tok", &body).unwrap();
+        let text = String::from_utf8(r).unwrap();
+        assert!(text.starts_with("PATCH /p HTTP/1.1\r\nHost: 10.0.0.1:443\r\n"));
+        assert!(text.contains("\r\nAuthorization: Bearer tok\r\n"));
+        assert!(text.contains("\r\nContent-Type: application/merge-patch+json\r\n"));
+        assert!(text.ends_with(&format!(
+            "Content-Length: {}\r\n\r\n{}",
+            body.len(),
+            String::from_utf8(body).unwrap()
+        )));
+        let get = request(Method::Get, "h", "/p", "tok", b"").unwrap();
+        assert!(get.ends_with(b"Connection: close\r\n\r\n"));
+        let huge = "t".repeat(REQUEST_LIMIT);
+        assert!(request(Method::Get, "h", "/p", &huge, b"").is_err());
+    }
+
+    #[test]
+    fn a_pod_read_keeps_only_what_it_needs() {
+        let body = br#"{"kind":"Pod","apiVersion":"v1",
+          "metadata":{"name":"w","resourceVersion":"42","managedFields":[{"a":{"b":[1,2,{}]}}],
+            "annotations":{"other":"x","karpenter.sh/do-not-disrupt":"true",
+              "controller.kubernetes.io/pod-deletion-cost":"1000"}},
+          "spec":{"containers":[{"name":"c"}],"terminationGracePeriodSeconds":45},
+          "status":{"phase":"Running"}}"#;
+        let pod = read_pod(body).unwrap();
+        assert_eq!(
+            pod.annotations,
+            [Some("1000".into()), None, Some("true".into())]
+        );
+        assert_eq!(pod.resource_version.as_deref(), Some("42"));
+        assert_eq!(pod.grace_seconds, Some(45));
+        assert!(pod.holds(Managed::ALL));
+        assert!(!pod.holds(Managed::parse("safe-to-evict").unwrap()));
+        // Escaped keys are keys all the same.
+        let escaped = br#"{"metadata":{"annotations":{"karpenter.sh\/do-not-disrupt":"true"}}}"#;
+        assert!(read_pod(escaped).unwrap().annotations[2].is_some());
+        // No annotations at all, or null: nothing held.
+        let bare = read_pod(br#"{"metadata":{"annotations":null},"spec":{}}"#).unwrap();
+        assert_eq!(bare, Pod::default());
+        for bad in [
+            &b""[..],
+            b"null",
+            b"[]",
+            b"{\"metadata\":",
+            b"{} x",
+            b"{\"metadata\":[1]}",
+        ] {
+            assert!(read_pod(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    #[test]
+    fn a_large_pod_is_read_without_a_value_cap() {
+        // 10,000 values (over json::MAX_VALUES): skipped, not built.
+        let env: Vec<String> = (0..5000).map(|i| format!(r#"{{"name":"V{i}"}}"#)).collect();
+        let body = format!(
+            r#"{{"spec":{{"env":[{}],"terminationGracePeriodSeconds":30}}}}"#,
+            env.join(",")
+        );
+        assert_eq!(read_pod(body.as_bytes()).unwrap().grace_seconds, Some(30));
+    }
+
+    #[test]
+    fn mangled_pods_never_panic() {
+        let pod = br#"{"metadata":{"resourceVersion":"7","annotations":{"karpenter.sh/do-not-disrupt":"true","a":"b"}},"spec":{"terminationGracePeriodSeconds":30,"containers":[{"name":"c"}]}}"#;
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for _ in 0..20_000 {
+            let mut body = pod.to_vec();
+            for _ in 0..(next() % 4 + 1) {
+                let at = (next() % body.len() as u64) as usize;
+                match next() % 3 {
+                    0 => body[at] = b"{}[]\",:0\\n"[(next() % 10) as usize],
+                    1 => body.truncate(at),
+                    _ => body.insert(at, next() as u8),
+                }
+                if body.is_empty() {
+                    body.push(b'{');
+                }
+            }
+            if let Ok(p) = read_pod(&body) {
+                assert!(p
+                    .annotations
+                    .iter()
+                    .flatten()
+                    .all(|v| v.len() <= VALUE_LIMIT * 4));
+            }
+            let _ = retry_after(&body);
+            let _ = status_message(&body);
+        }
+    }
+
+    fn answer(status: u16, body: &str) -> Response {
+        Response {
+            status,
+            content_type: Some("application/json".into()),
+            body: body.as_bytes().to_vec(),
+        }
+    }
+
+    #[test]
+    fn answers_are_classified() {
+        assert_eq!(verdict(&answer(200, "{}"), None), Verdict::Applied);
+        assert_eq!(verdict(&answer(401, ""), None), Verdict::Unauthenticated);
+        let forbidden = answer(
+            403,
+            r#"{"kind":"Status","message":"pods \"w\" is forbidden"}"#,
+        );
+        assert_eq!(
+            verdict(&forbidden, None),
+            Verdict::Forbidden("pods \"w\" is forbidden".into())
+        );
+        assert_eq!(verdict(&answer(404, ""), None), Verdict::NoSuchPod);
+        for s in [409, 500, 503] {
+            assert_eq!(
+                verdict(&answer(s, ""), None),
+                Verdict::Retry { after: None }
+            );
+        }
+        let later = Some(Duration::from_secs(7));
+        assert_eq!(
+            verdict(&answer(429, ""), later),
+            Verdict::Retry { after: later }
+        );
+        assert_eq!(
+            verdict(&answer(429, ""), None),
+            Verdict::Retry {
+                after: Some(Duration::from_secs(1))
+            }
+        );
+        let invalid = answer(422, r#"{"message":"metadata.annotations: Invalid value"}"#);
+        assert_eq!(
+            verdict(&invalid, None),
+            Verdict::Refused(422, "metadata.annotations: Invalid value".into())
+        );
+        assert_eq!(verdict(&answer(302, ""), None), Verdict::Unexpected(302));
+    }
+
+    #[test]
+    fn retry_after_from_the_final_head() {
+        let head = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 429 Too Many Requests\r\nRetry-After: 7\r\nContent-Length: 0\r\n\r\n";
+        assert_eq!(retry_after(head), Some(Duration::from_secs(7)));
+        let huge = b"HTTP/1.1 429 x\r\nretry-after: 99999999\r\n\r\n";
+        assert_eq!(retry_after(huge), Some(RETRY_AFTER_LIMIT));
+        let date = b"HTTP/1.1 429 x\r\nRetry-After: Wed, 21 Oct 2015 07:28:00 GMT\r\n\r\n";
+        assert_eq!(retry_after(date), None);
+        assert_eq!(retry_after(b"HTTP/1.1 429 x\r\n"), None);
+        assert_eq!(retry_after(b"HTTP/1.1 200 OK\r\n\r\n"), None);
+    }
+
+    #[test]
+    fn backoff_doubles_to_a_minute() {
+        let s = Duration::from_secs;
+        assert_eq!(
+            (1..=9).map(backoff).collect::<Vec<_>>(),
+            [s(1), s(2), s(4), s(8), s(16), s(32), s(60), s(60), s(60)]
+        );
+        assert_eq!(backoff(0), s(1));
+    }
+}

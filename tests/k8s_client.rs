@@ -1,0 +1,543 @@
+//! The Kubernetes API client (`io::k8s` over `io::tls`) against a faithful
+//! fake API server (`tests/support/k8s_api.py`, HTTPS with certificates
+//! made at test time): RSA and P-256 CAs, a server capped at TLS 1.2, a
+//! certificate from a wrong CA or without the IP SAN refused before
+//! anything is sent, the token read again before each request, the
+//! answers the API server gives, and hostile servers (an endless body, a
+//! dribbled head, silence after the handshake, dropped connections)
+//! bounded in time and memory.
+//!
+//! The service-account directory is the standard path, always: each test
+//! runs in a mount namespace of its own (its thread unshares one, mounts a
+//! tmpfs over /run, which /var/run points to, and writes the token, CA and
+//! namespace there), so tests running side by side each see their own.
+
+#![cfg(feature = "k8s")]
+
+mod support;
+
+use std::ffi::CString;
+use std::fs;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use drainit::io::k8s::{self, Answer, Place, SA_DIR};
+use drainit::proto::http::Kind;
+use drainit::proto::k8s::{self as api, Managed, Verdict};
+use serde_json::Value;
+use support::*;
+
+/// Gives this thread a mount namespace of its own with an empty
+/// service-account directory at the standard path, and returns it.
+fn private_sa_dir() -> PathBuf {
+    let c = |s: &str| CString::new(s).unwrap();
+    // SAFETY: plain syscalls with valid C strings; they affect only this
+    // thread's view of the mounts.
+    unsafe {
+        assert_eq!(libc::unshare(libc::CLONE_NEWNS), 0, "unshare(CLONE_NEWNS)");
+        let none = std::ptr::null();
+        assert_eq!(
+            libc::mount(
+                c("none").as_ptr(),
+                c("/").as_ptr(),
+                none,
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null()
+            ),
+            0,
+            "make / private"
+        );
+        assert_eq!(
+            libc::mount(
+                c("tmpfs").as_ptr(),
+                c("/var/run").as_ptr(),
+                c("tmpfs").as_ptr(),
+                0,
+                std::ptr::null()
+            ),
+            0,
+            "tmpfs on /var/run"
+        );
+    }
+    fs::create_dir_all(SA_DIR).unwrap();
+    PathBuf::from(SA_DIR)
+}
+
+/// The fake API server, killed on drop.
+struct FakeApi {
+    child: Child,
+    dir: Scratch,
+    port: u16,
+}
+
+impl Drop for FakeApi {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl FakeApi {
+    fn start(args: &[&str]) -> FakeApi {
+        let dir = Scratch::new("k8s-api");
+        let child = Command::new("python3")
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/support/k8s_api.py"
+            ))
+            .arg("--dir")
+            .arg(&dir.path)
+            .args(["--tokens", "token-1,token-2"])
+            .args(args)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("python3 runs the fake API server");
+        let port = dir.wait_file("port").trim().parse().unwrap();
+        FakeApi { child, dir, port }
+    }
+
+    /// The pod as the server holds it now.
+    fn pod(&self) -> Value {
+        serde_json::from_str(&self.dir.read("pod.json")).unwrap()
+    }
+
+    /// Every request it has seen (handshake failures apart).
+    fn requests(&self) -> Vec<Value> {
+        self.dir
+            .read("requests.jsonl")
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|v| v.get("method").is_some())
+            .collect()
+    }
+
+    /// This server's place, with the service-account directory filled
+    /// (`token-1`, the server's CA, namespace `jobs`).
+    fn place(&self) -> Place {
+        self.place_at("127.0.0.1")
+    }
+
+    /// The same, with the server at `ip` (where it listens).
+    fn place_at(&self, ip: &str) -> Place {
+        let sa = private_sa_dir();
+        fs::copy(self.dir.file("ca.crt"), sa.join("ca.crt")).unwrap();
+        fs::write(sa.join("token"), "token-1\n").unwrap();
+        fs::write(sa.join("namespace"), "jobs").unwrap();
+        Place {
+            ip: ip.parse().unwrap(),
+            port: self.port,
+            namespace: "jobs".into(),
+            pod: "worker-7d9f-x2".into(),
+        }
+    }
+}
+
+const TIMEOUT: Duration = Duration::from_secs(3);
+
+fn verdict(answer: &Answer) -> Verdict {
+    api::verdict(&answer.response, answer.retry_after)
+}
+
+fn annotations(pod: &Value) -> Value {
+    pod["metadata"]
+        .get("annotations")
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+/// GET, busy, busy again (no change), idle, over the given server.
+fn round_trip(server: &FakeApi, tls: &str) {
+    let place = server.place();
+    let got = k8s::get_pod(&place, TIMEOUT).unwrap();
+    assert_eq!(verdict(&got), Verdict::Applied);
+    let pod = api::read_pod(&got.response.body).unwrap();
+    assert_eq!(pod.grace_seconds, Some(30));
+    assert!(!pod.holds(Managed::ALL));
+
+    let busy = api::patch_body(Managed::ALL, true, 1000);
+    let answer = k8s::patch_pod(&place, &busy, TIMEOUT).unwrap();
+    assert_eq!(verdict(&answer), Verdict::Applied);
+    let after = server.pod();
+    assert_eq!(
+        annotations(&after),
+        serde_json::json!({
+            api::COST_KEY: "1000",
+            api::SAFE_TO_EVICT_KEY: "false",
+            api::DO_NOT_DISRUPT_KEY: "true"
+        })
+    );
+    assert_eq!(after["metadata"]["resourceVersion"], "1001");
+    // The same patch again changes nothing: the version stays.
+    k8s::patch_pod(&place, &busy, TIMEOUT).unwrap();
+    assert_eq!(server.pod()["metadata"]["resourceVersion"], "1001");
+
+    let idle = api::patch_body(Managed::ALL, false, 1000);
+    assert_eq!(
+        verdict(&k8s::patch_pod(&place, &idle, TIMEOUT).unwrap()),
+        Verdict::Applied
+    );
+    let after = server.pod();
+    assert_eq!(annotations(&after), Value::Null, "{after}");
+    assert_eq!(after["metadata"]["resourceVersion"], "1002");
+    // The rest of the pod is untouched.
+    assert_eq!(after["metadata"]["labels"]["app"], "worker");
+
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4);
+    for r in &requests {
+        assert_eq!(r["path"], "/api/v1/namespaces/jobs/pods/worker-7d9f-x2");
+        assert_eq!(r["headers"]["authorization"], "Bearer token-1");
+        assert_eq!(r["tls"], tls);
+    }
+    assert_eq!(requests[0]["method"], "GET");
+    assert_eq!(requests[1]["method"], "PATCH");
+    assert_eq!(
+        requests[1]["headers"]["content-type"],
+        "application/merge-patch+json"
+    );
+    assert_eq!(
+        requests[1]["headers"]["host"],
+        format!("127.0.0.1:{}", server.port)
+    );
+}
+
+#[test]
+fn an_rsa_ca_over_tls_1_3() {
+    round_trip(&FakeApi::start(&["--ca", "rsa"]), "TLSv1.3");
+}
+
+#[test]
+fn a_p256_ca_over_tls_1_3() {
+    round_trip(&FakeApi::start(&["--ca", "p256"]), "TLSv1.3");
+}
+
+#[test]
+fn an_api_server_at_an_ipv6_address() {
+    let server = FakeApi::start(&["--host", "::1", "--ca", "p256"]);
+    let place = server.place_at("::1");
+    let answer = k8s::get_pod(&place, TIMEOUT).unwrap();
+    assert_eq!(verdict(&answer), Verdict::Applied);
+    let requests = server.requests();
+    assert_eq!(
+        requests[0]["headers"]["host"],
+        format!("[::1]:{}", server.port)
+    );
+    // A certificate that does not name ::1 is refused there too.
+    let v4 = FakeApi::start(&["--host", "::1", "--cert", "no-ip-san"]);
+    let failure = k8s::get_pod(&v4.place_at("::1"), TIMEOUT).unwrap_err();
+    assert_eq!(failure.kind, Kind::Tls, "{failure}");
+}
+
+#[test]
+fn servers_capped_at_tls_1_2() {
+    round_trip(&FakeApi::start(&["--ca", "rsa", "--tls12"]), "TLSv1.2");
+    round_trip(&FakeApi::start(&["--ca", "p256", "--tls12"]), "TLSv1.2");
+}
+
+/// A refused certificate: a `tls` failure, and nothing reached the server.
+fn refused(server: &FakeApi, why: &str) {
+    let place = server.place();
+    let failure = k8s::get_pod(&place, TIMEOUT).unwrap_err();
+    assert_eq!(failure.kind, Kind::Tls, "{failure}");
+    assert!(failure.detail.contains(why), "{failure}");
+    let busy = api::patch_body(Managed::ALL, true, 1000);
+    let failure = k8s::patch_pod(&place, &busy, TIMEOUT).unwrap_err();
+    assert_eq!(failure.kind, Kind::Tls, "{failure}");
+    // The server saw both handshakes fail and no request.
+    wait_for("two failed handshakes", PATIENCE, || {
+        (server.dir.read("requests.jsonl").lines().count() >= 2).then_some(())
+    });
+    assert!(server.requests().is_empty(), "{:?}", server.requests());
+}
+
+#[test]
+fn a_certificate_from_another_ca_is_refused_before_anything_is_sent() {
+    let why = "not signed by the service-account CA";
+    refused(&FakeApi::start(&["--cert", "wrong-ca"]), why);
+    let p256 = ["--cert", "wrong-ca", "--ca", "p256", "--tls12"];
+    refused(&FakeApi::start(&p256), why);
+}
+
+#[test]
+fn a_certificate_without_the_ip_san_is_refused() {
+    let why = "does not name its IP address";
+    refused(&FakeApi::start(&["--cert", "no-ip-san"]), why);
+    refused(&FakeApi::start(&["--cert", "no-ip-san", "--tls12"]), why);
+}
+
+#[test]
+fn the_token_and_ca_are_read_again_before_each_request() {
+    let server = FakeApi::start(&[]);
+    let place = server.place();
+    k8s::get_pod(&place, TIMEOUT).unwrap();
+    fs::write(PathBuf::from(SA_DIR).join("token"), "token-2").unwrap();
+    k8s::get_pod(&place, TIMEOUT).unwrap();
+    // An expired token: 401, and the next request reads the file again.
+    fs::write(PathBuf::from(SA_DIR).join("token"), "expired").unwrap();
+    let answer = k8s::get_pod(&place, TIMEOUT).unwrap();
+    assert_eq!(verdict(&answer), Verdict::Unauthenticated);
+    fs::write(PathBuf::from(SA_DIR).join("token"), "token-1").unwrap();
+    assert_eq!(
+        verdict(&k8s::get_pod(&place, TIMEOUT).unwrap()),
+        Verdict::Applied
+    );
+    let sent: Vec<Value> = server
+        .requests()
+        .iter()
+        .map(|r| r["headers"]["authorization"].clone())
+        .collect();
+    assert_eq!(
+        sent,
+        [
+            "Bearer token-1",
+            "Bearer token-2",
+            "Bearer expired",
+            "Bearer token-1"
+        ]
+    );
+    // The CA too: another server's CA in the file, and this one is refused.
+    let other = FakeApi::start(&[]);
+    fs::copy(
+        other.dir.file("ca.crt"),
+        PathBuf::from(SA_DIR).join("ca.crt"),
+    )
+    .unwrap();
+    assert_eq!(k8s::get_pod(&place, TIMEOUT).unwrap_err().kind, Kind::Tls);
+    // A token file that would inject a header is refused before sending.
+    fs::write(PathBuf::from(SA_DIR).join("token"), "a\r\nX-Evil: 1").unwrap();
+    assert_eq!(k8s::get_pod(&place, TIMEOUT).unwrap_err().kind, Kind::Io);
+}
+
+#[test]
+fn the_answers_of_the_api_server() {
+    let server = FakeApi::start(&[
+        "--statuses",
+        "403,404,409,429,500",
+        "--retry-after",
+        "7",
+        "--annotations",
+        r#"{"karpenter.sh/do-not-disrupt":"true","other":"x"}"#,
+    ]);
+    let place = server.place();
+    let get = || verdict(&k8s::get_pod(&place, TIMEOUT).unwrap());
+    assert!(matches!(get(), Verdict::Forbidden(m) if m.contains("scripted 403")));
+    assert_eq!(get(), Verdict::NoSuchPod);
+    assert_eq!(get(), Verdict::Retry { after: None });
+    assert_eq!(
+        get(),
+        Verdict::Retry {
+            after: Some(Duration::from_secs(7))
+        }
+    );
+    assert_eq!(get(), Verdict::Retry { after: None });
+    // Then the pod, with drainit's earlier state on it.
+    let answer = k8s::get_pod(&place, TIMEOUT).unwrap();
+    let pod = api::read_pod(&answer.response.body).unwrap();
+    assert!(pod.holds(Managed::ALL));
+    assert!(!pod.holds(Managed::parse("cost").unwrap()));
+    // A cost that is no int32 is the API's 422, with its message.
+    let bad = br#"{"metadata":{"annotations":{"controller.kubernetes.io/pod-deletion-cost":"2147483648"}}}"#;
+    match verdict(&k8s::patch_pod(&place, bad, TIMEOUT).unwrap()) {
+        Verdict::Refused(422, message) => assert!(message.contains("32bit"), "{message}"),
+        other => panic!("{other:?}"),
+    }
+    // Annotation values are strings: a number is the API's 400.
+    let number = br#"{"metadata":{"annotations":{"karpenter.sh/do-not-disrupt":true}}}"#;
+    assert!(matches!(
+        verdict(&k8s::patch_pod(&place, number, TIMEOUT).unwrap()),
+        Verdict::Refused(400, _)
+    ));
+    // Nothing else of the pod may change through this patch.
+    let image = br#"{"spec":{"containers":[{"name":"app","image":"evil:1"}]}}"#;
+    assert!(matches!(
+        verdict(&k8s::patch_pod(&place, image, TIMEOUT).unwrap()),
+        Verdict::Refused(422, _)
+    ));
+    assert_eq!(server.pod()["metadata"]["resourceVersion"], "1000");
+    // Idle clears only drainit's keys.
+    let idle = api::patch_body(Managed::ALL, false, 1);
+    k8s::patch_pod(&place, &idle, TIMEOUT).unwrap();
+    assert_eq!(
+        annotations(&server.pod()),
+        serde_json::json!({"other": "x"})
+    );
+    // A wrong pod name: 404.
+    let wrong = Place {
+        pod: "worker-0".into(),
+        ..place
+    };
+    assert_eq!(
+        verdict(&k8s::get_pod(&wrong, TIMEOUT).unwrap()),
+        Verdict::NoSuchPod
+    );
+}
+
+#[test]
+fn a_request_thread_reports_once() {
+    let server = FakeApi::start(&[]);
+    let place = server.place();
+    let mut results = Vec::new();
+    let busy = api::patch_body(Managed::ALL, true, 7);
+    k8s::run_and_report(&place, api::Method::Patch, &busy, TIMEOUT, |r| {
+        results.push(r)
+    });
+    assert_eq!(results.len(), 1);
+    assert_eq!(verdict(results[0].as_ref().unwrap()), Verdict::Applied);
+    assert_eq!(annotations(&server.pod())[api::COST_KEY], "7");
+    // A panic in the request (a fault point, in test builds) is reported
+    // as an internal failure, once; nothing reaches the server. Only this
+    // test runs requests through `run_and_report`.
+    #[cfg(feature = "fault-injection")]
+    {
+        std::env::set_var("DRAINIT_TEST_FAULT", "k8s_worker");
+        let mut results = Vec::new();
+        k8s::run_and_report(&place, api::Method::Get, b"", TIMEOUT, |r| results.push(r));
+        std::env::remove_var("DRAINIT_TEST_FAULT");
+        assert_eq!(results.len(), 1);
+        assert_eq!(results[0].as_ref().unwrap_err().kind, Kind::Internal);
+        assert_eq!(server.requests().len(), 1);
+    }
+}
+
+#[test]
+fn a_dropped_connection_is_a_failure_at_once() {
+    let server = FakeApi::start(&["--mode", "drop"]);
+    let place = server.place();
+    let started = Instant::now();
+    let failure = k8s::get_pod(&place, TIMEOUT).unwrap_err();
+    assert!(
+        matches!(failure.kind, Kind::Closed | Kind::Reset | Kind::Io),
+        "{failure:?}"
+    );
+    assert!(started.elapsed() < TIMEOUT, "{:?}", started.elapsed());
+}
+
+#[test]
+fn a_server_without_tls_gets_no_token() {
+    let server = FakeApi::start(&["--mode", "plaintext"]);
+    let place = server.place();
+    let failure = k8s::get_pod(&place, TIMEOUT).unwrap_err();
+    assert_eq!(failure.kind, Kind::Tls, "{failure}");
+    // What it received was a TLS ClientHello (a handshake record), and
+    // no token in it.
+    let seen = wait_for("the server's record", PATIENCE, || {
+        let text = server.dir.read("requests.jsonl");
+        text.lines().next().map(str::to_string)
+    });
+    let hex = serde_json::from_str::<Value>(&seen).unwrap()["plaintext"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(hex.starts_with("16030"), "{hex}");
+    assert!(!hex.contains(&hex_of("token-1")), "{hex}");
+}
+
+fn hex_of(text: &str) -> String {
+    text.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Runs one hostile exchange in a process of its own (this test binary,
+/// one ignored test), so that its peak memory is its own: returns the
+/// failure's kind, the time it took and the process's peak RSS in KiB.
+fn hostile(mode: &str) -> (String, Duration, u64) {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "hostile_exchange", "--ignored", "--nocapture"])
+        .env("DRAINIT_K8S_HOSTILE", mode)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix("hostile: "))
+        .unwrap_or_else(|| panic!("{text}\n{}", String::from_utf8_lossy(&out.stderr)));
+    let parts: Vec<&str> = line.split(' ').collect();
+    (
+        parts[0].to_string(),
+        Duration::from_millis(parts[1].parse().unwrap()),
+        parts[2].parse().unwrap(),
+    )
+}
+
+#[test]
+#[ignore = "run by hostile_servers_are_bounded_in_time_and_memory"]
+fn hostile_exchange() {
+    let Ok(mode) = std::env::var("DRAINIT_K8S_HOSTILE") else {
+        return;
+    };
+    let server = FakeApi::start(&["--mode", &mode]);
+    let place = server.place();
+    let started = Instant::now();
+    let result = k8s::get_pod(&place, TIMEOUT);
+    let took = started.elapsed();
+    let kind = match result {
+        Ok(a) => format!("status-{}", a.response.status),
+        Err(f) => f.kind().to_string(),
+    };
+    let status = fs::read_to_string("/proc/self/status").unwrap();
+    let hwm = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .unwrap()
+        .trim()
+        .trim_end_matches(" kB")
+        .to_string();
+    println!("hostile: {kind} {} {hwm}", took.as_millis());
+}
+
+#[test]
+fn hostile_servers_are_bounded_in_time_and_memory() {
+    let (_, _, baseline) = hostile("normal");
+    // An endless body: refused at the exchange bound, long before the
+    // deadline, having held no more than that bound.
+    let (kind, took, peak) = hostile("endless");
+    assert!(
+        matches!(kind.as_str(), "too_large" | "exchange_too_large"),
+        "{kind}"
+    );
+    assert!(took < TIMEOUT, "{took:?}");
+    assert!(
+        peak < baseline + 2048,
+        "peak {peak} KiB, baseline {baseline} KiB"
+    );
+    // A head dribbled byte by byte, and silence after the handshake: the
+    // deadline ends both, not much later than it falls.
+    for mode in ["dribble", "silent"] {
+        let (kind, took, peak) = hostile(mode);
+        assert_eq!(kind, "timeout", "{mode}");
+        assert!(
+            took >= TIMEOUT - Duration::from_millis(50) && took < TIMEOUT + Duration::from_secs(1),
+            "{mode}: {took:?}"
+        );
+        assert!(
+            peak < baseline + 2048,
+            "{mode}: peak {peak} KiB, baseline {baseline} KiB"
+        );
+    }
+}
+
+#[test]
+fn the_place_comes_from_the_environment() {
+    // Only this test sets these variables; nothing else in this binary
+    // reads them.
+    let _sa = private_sa_dir();
+    fs::write(PathBuf::from(SA_DIR).join("namespace"), "jobs\n").unwrap();
+    std::env::set_var("KUBERNETES_SERVICE_HOST", "fd00:10:96::1");
+    std::env::set_var("KUBERNETES_SERVICE_PORT", "6443");
+    std::env::set_var("POD_NAME", "worker-1");
+    let place = Place::from_environment().unwrap();
+    assert_eq!(
+        place,
+        Place {
+            ip: "fd00:10:96::1".parse().unwrap(),
+            port: 6443,
+            namespace: "jobs".into(),
+            pod: "worker-1".into()
+        }
+    );
+    fs::write(PathBuf::from(SA_DIR).join("namespace"), "a/b").unwrap();
+    assert!(Place::from_environment().is_err());
+    fs::remove_file(PathBuf::from(SA_DIR).join("namespace")).unwrap();
+    let err = Place::from_environment().unwrap_err();
+    assert!(err.contains(SA_DIR), "{err}");
+}

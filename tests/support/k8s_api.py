@@ -1,0 +1,337 @@
+#!/usr/bin/env python3
+"""A faithful stand-in for the Kubernetes API server, for drainit's tests.
+
+It serves one pod over HTTPS and enforces what the real API server does for
+the two requests drainit makes, GET and merge PATCH of
+/api/v1/namespaces/NS/pods/NAME:
+
+- the bearer token (401 without a valid one), other paths 404, other
+  methods 405;
+- PATCH needs `Content-Type: application/merge-patch+json` (415), a JSON
+  object body (400), and is applied with RFC 7386 semantics to the pod; the
+  result is validated as the API server does: annotation values must be
+  strings (400), `controller.kubernetes.io/pod-deletion-cost` must be an
+  int32 (422); anything but `metadata.annotations` changed is refused (422);
+- `metadata.resourceVersion` is bumped only when the pod changes.
+
+Certificates are made at start with `trustme`: an RSA or a P-256 CA; the
+CA's PEM goes to DIR/ca.crt (what the pod's service-account directory
+holds). It can also present a certificate from another CA, or one without
+the IP SAN, cap itself at TLS 1.2, and misbehave: answer a scripted status
+(401, 403, 404, 409, 422, 429 with Retry-After, 500), drop connections,
+send an endless body, dribble its head, go silent after the handshake, or
+answer in plain HTTP without TLS.
+
+Every request is recorded, as one JSON line, in DIR/requests.jsonl: method,
+path, headers (lower-case names), body, TLS version, and the status sent.
+The port is written to DIR/port once it listens.
+
+    k8s_api.py --dir DIR [--ca rsa|p256] [--cert good|wrong-ca|no-ip-san]
+               [--tls12] [--tokens T1,T2] [--namespace NS] [--pod NAME]
+               [--grace N] [--annotations JSON] [--statuses 401,200,...]
+               [--retry-after N] [--mode normal|drop|endless|dribble|silent|plaintext]
+"""
+
+import argparse
+import copy
+import json
+import os
+import socket
+import ssl
+import threading
+import time
+
+import trustme
+
+INT32 = (-(2**31), 2**31 - 1)
+COST = "controller.kubernetes.io/pod-deletion-cost"
+REASONS = {
+    200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden",
+    404: "Not Found", 405: "Method Not Allowed", 409: "Conflict",
+    415: "Unsupported Media Type", 422: "Unprocessable Entity",
+    429: "Too Many Requests", 500: "Internal Server Error",
+}
+STATUS_REASON = {
+    400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound",
+    405: "MethodNotAllowed", 409: "Conflict", 415: "UnsupportedMediaType",
+    422: "Invalid", 429: "TooManyRequests", 500: "InternalError",
+}
+
+
+def merge_patch(target, patch):
+    """RFC 7386."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    if not isinstance(target, dict):
+        target = {}
+    out = dict(target)
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge_patch(out.get(key), value)
+    return out
+
+
+def status_body(code, message, retry_after=None):
+    body = {
+        "kind": "Status", "apiVersion": "v1", "metadata": {},
+        "status": "Failure", "message": message,
+        "reason": STATUS_REASON.get(code, "Unknown"), "code": code,
+    }
+    if retry_after is not None:
+        body["details"] = {"retryAfterSeconds": retry_after}
+    return body
+
+
+class Api:
+    def __init__(self, args):
+        self.args = args
+        self.lock = threading.Lock()
+        self.tokens = set(t for t in args.tokens.split(",") if t)
+        self.statuses = [int(s) for s in args.statuses.split(",") if s]
+        self.path = f"/api/v1/namespaces/{args.namespace}/pods/{args.pod}"
+        self.pod = {
+            "kind": "Pod", "apiVersion": "v1",
+            "metadata": {
+                "name": args.pod, "namespace": args.namespace,
+                "uid": "0b7e6b53-6c1d-4f4e-9d8e-5f0c7c2f9a11",
+                "resourceVersion": "1000",
+                "labels": {"app": "worker"},
+                "annotations": json.loads(args.annotations),
+                "managedFields": [{"manager": "kube-controller-manager",
+                                   "operation": "Update", "apiVersion": "v1",
+                                   "fieldsType": "FieldsV1",
+                                   "fieldsV1": {"f:metadata": {"f:labels": {".": {}}}}}],
+            },
+            "spec": {
+                "containers": [{"name": "app", "image": "worker:1"}],
+                "terminationGracePeriodSeconds": args.grace,
+                "serviceAccountName": "worker",
+            },
+            "status": {"phase": "Running"},
+        }
+        if not self.pod["metadata"]["annotations"]:
+            del self.pod["metadata"]["annotations"]
+        self.log = open(os.path.join(args.dir, "requests.jsonl"), "a", buffering=1)
+
+    def record(self, entry):
+        with self.lock:
+            self.log.write(json.dumps(entry) + "\n")
+            with open(os.path.join(self.args.dir, "pod.json"), "w") as f:
+                json.dump(self.pod, f)
+
+    def answer(self, method, path, headers, body):
+        """(status, JSON value, extra headers) for one request."""
+        with self.lock:
+            scripted = self.statuses.pop(0) if self.statuses else None
+        if scripted is not None and scripted != 200:
+            extra = {}
+            retry = None
+            if scripted == 429:
+                retry = self.args.retry_after
+                extra["Retry-After"] = str(retry)
+            return scripted, status_body(scripted, f"scripted {scripted}", retry), extra
+        auth = headers.get("authorization", "")
+        if not auth.startswith("Bearer ") or auth[7:] not in self.tokens:
+            return 401, status_body(401, "Unauthorized"), {}
+        if path != self.path:
+            return 404, status_body(404, f'pods "{path.rsplit("/", 1)[-1]}" not found'), {}
+        if method == "GET":
+            with self.lock:
+                return 200, copy.deepcopy(self.pod), {}
+        if method != "PATCH":
+            return 405, status_body(405, "the server does not allow this method"), {}
+        ctype = headers.get("content-type", "").split(";")[0].strip()
+        if ctype != "application/merge-patch+json":
+            return 415, status_body(415, f"the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, got {ctype!r}"), {}
+        try:
+            patch = json.loads(body)
+        except ValueError as e:
+            return 400, status_body(400, f"error decoding patch: {e}"), {}
+        if not isinstance(patch, dict):
+            return 400, status_body(400, "patch is not an object"), {}
+        with self.lock:
+            new = merge_patch(self.pod, patch)
+            before = copy.deepcopy(self.pod)
+            new["metadata"]["resourceVersion"] = before["metadata"]["resourceVersion"]
+            annotations = new["metadata"].get("annotations") or {}
+            if not isinstance(annotations, dict) or any(
+                    not isinstance(v, str) for v in annotations.values()):
+                return 400, status_body(400, "json: cannot unmarshal into Go struct field ObjectMeta.metadata.annotations of type string"), {}
+            if COST in annotations:
+                try:
+                    cost = int(annotations[COST], 10)
+                    ok = INT32[0] <= cost <= INT32[1] and str(cost) == annotations[COST].lstrip("+")
+                except ValueError:
+                    ok = False
+                if not ok:
+                    return 422, status_body(422, f'Pod "{self.args.pod}" is invalid: metadata.annotations[{COST}]: Invalid value: "{annotations[COST]}": must be a 32bit integer'), {}
+            changed_elsewhere = (
+                {k: v for k, v in new.items() if k != "metadata"}
+                != {k: v for k, v in before.items() if k != "metadata"}
+                or {k: v for k, v in new["metadata"].items() if k != "annotations"}
+                != {k: v for k, v in before["metadata"].items() if k != "annotations"})
+            if changed_elsewhere:
+                return 422, status_body(422, f'Pod "{self.args.pod}" is invalid: spec: Forbidden: pod updates may not change fields other than annotations'), {}
+            if "annotations" in new["metadata"] and not new["metadata"]["annotations"]:
+                del new["metadata"]["annotations"]
+            if new != before:
+                new["metadata"]["resourceVersion"] = str(int(before["metadata"]["resourceVersion"]) + 1)
+            self.pod = new
+            return 200, copy.deepcopy(new), {}
+
+
+def read_request(conn):
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(4096)
+        if not chunk:
+            return None
+        data += chunk
+        if len(data) > 64 * 1024:
+            return None
+    head, _, rest = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    method, path, _ = lines[0].split(" ", 2)
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    length = int(headers.get("content-length", "0"))
+    while len(rest) < length:
+        chunk = conn.recv(4096)
+        if not chunk:
+            break
+        rest += chunk
+    return method, path, headers, rest[:length].decode("utf-8", "replace")
+
+
+def serve_one(api, raw, context):
+    if api.args.mode == "plaintext":
+        # Not TLS at all: plain HTTP, whatever the client says.
+        try:
+            raw.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+            api.record({"plaintext": raw.recv(4096).hex()})
+        except OSError:
+            pass
+        raw.close()
+        return
+    try:
+        conn = context.wrap_socket(raw, server_side=True)
+    except (ssl.SSLError, OSError) as e:
+        api.record({"handshake_failed": str(e)})
+        raw.close()
+        return
+    try:
+        mode = api.args.mode
+        request = read_request(conn)
+        if request is None:
+            return
+        method, path, headers, body = request
+        entry = {"method": method, "path": path, "headers": headers,
+                 "body": body, "tls": conn.version()}
+        if mode == "drop":
+            entry["status"] = "dropped"
+            api.record(entry)
+            return
+        if mode == "silent":
+            entry["status"] = "silent"
+            api.record(entry)
+            conn.settimeout(120)
+            try:
+                conn.recv(1)  # until the client gives up
+            except OSError:
+                pass
+            return
+        if mode == "endless":
+            entry["status"] = "endless"
+            api.record(entry)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n[")
+            block = b"0," * 8192
+            sent = 0
+            try:
+                while sent < 1 << 30:
+                    conn.sendall(block)
+                    sent += len(block)
+            except OSError:
+                pass
+            return
+        if mode == "dribble":
+            entry["status"] = "dribble"
+            api.record(entry)
+            try:
+                # A head that never ends, one byte at a time.
+                for i in range(100000):
+                    text = b"HTTP/1.1 200 OK\r\nX-Slow: "
+                    conn.sendall(text[i:i + 1] if i < len(text) else b"a")
+                    time.sleep(0.05)
+            except OSError:
+                pass
+            return
+        status, value, extra = api.answer(method, path, headers, body)
+        entry["status"] = status
+        api.record(entry)
+        payload = json.dumps(value).encode()
+        head = f"HTTP/1.1 {status} {REASONS.get(status, 'Unknown')}\r\nContent-Type: application/json\r\nContent-Length: {len(payload)}\r\nConnection: close\r\n"
+        for name, val in extra.items():
+            head += f"{name}: {val}\r\n"
+        conn.sendall(head.encode() + b"\r\n" + payload)
+        try:
+            conn.unwrap()
+        except (ssl.SSLError, OSError):
+            pass
+    except (ssl.SSLError, OSError):
+        pass
+    finally:
+        conn.close()
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--dir", required=True)
+    p.add_argument("--ca", choices=["rsa", "p256"], default="rsa")
+    p.add_argument("--cert", choices=["good", "wrong-ca", "no-ip-san"], default="good")
+    p.add_argument("--tls12", action="store_true")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--tokens", default="token-1")
+    p.add_argument("--namespace", default="jobs")
+    p.add_argument("--pod", default="worker-7d9f-x2")
+    p.add_argument("--grace", type=int, default=30)
+    p.add_argument("--annotations", default="{}")
+    p.add_argument("--statuses", default="")
+    p.add_argument("--retry-after", type=int, default=2)
+    p.add_argument("--mode", default="normal",
+                   choices=["normal", "drop", "endless", "dribble", "silent", "plaintext"])
+    args = p.parse_args()
+
+    key = trustme.KeyType.RSA if args.ca == "rsa" else trustme.KeyType.ECDSA
+    ca = trustme.CA(key_type=key)
+    issuer = trustme.CA(key_type=key) if args.cert == "wrong-ca" else ca
+    identity = "localhost" if args.cert == "no-ip-san" else args.host
+    cert = issuer.issue_cert(identity, key_type=key)
+    ca.cert_pem.write_to_path(os.path.join(args.dir, "ca.crt"))
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    if args.tls12:
+        context.maximum_version = ssl.TLSVersion.TLSv1_2
+    cert.configure_cert(context)
+
+    api = Api(args)
+    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind((args.host, 0))
+    listener.listen(64)
+    port_file = os.path.join(args.dir, "port")
+    with open(port_file + ".tmp", "w") as f:
+        f.write(str(listener.getsockname()[1]))
+    os.rename(port_file + ".tmp", port_file)
+    while True:
+        raw, _ = listener.accept()
+        threading.Thread(target=serve_one, args=(api, raw, context), daemon=True).start()
+
+
+if __name__ == "__main__":
+    main()
