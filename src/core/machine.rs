@@ -124,6 +124,8 @@ pub struct Machine<'a> {
     pub(super) count_unreadable: bool,
     /// Moves whenever an input may have changed what `status` says.
     version: u64,
+    /// The timeline ran in this input: its due timers already fired.
+    timeline_ran: bool,
 }
 
 /// The timeline's settings from the configuration.
@@ -202,7 +204,6 @@ impl<'a> Machine<'a> {
             let mut out = Vec::new();
             machine.timeline.resume(now, stop, signal_sent, &mut out);
             machine.perform_all(now, out, false);
-            machine.sync_timeline();
         }
         machine
     }
@@ -262,6 +263,7 @@ impl<'a> Machine<'a> {
             in_flight: InFlight::default(),
             count_unreadable: false,
             version: 0,
+            timeline_ran: false,
         }
     }
 
@@ -272,7 +274,8 @@ impl<'a> Machine<'a> {
 
     /// When the shell must wake with `Input::Timeout` if nothing else comes.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.timers.next()
+        let timeline = self.timeline.next_timer();
+        timeline.into_iter().chain(self.timers.next()).min()
     }
 
     /// Set once the run is over (with `Action::Exit`).
@@ -288,7 +291,7 @@ impl<'a> Machine<'a> {
     /// The deadline that still holds: the stop's, until drainit escalated
     /// or the child is gone.
     pub fn deadline(&self) -> Option<Instant> {
-        self.timers.get(Timer::Deadline)
+        self.timeline.deadline()
     }
 
     /// Changes whenever an input may have changed `status()`: the shell
@@ -315,7 +318,7 @@ impl<'a> Machine<'a> {
     /// `poll_action`.
     pub fn handle(&mut self, now: Instant, input: Input) {
         // Only time passing with no timer due changes nothing.
-        let idle = input == Input::Timeout && self.timers.next().map_or(true, |at| at > now);
+        let idle = input == Input::Timeout && self.poll_timeout().map_or(true, |at| at > now);
         if !idle {
             self.version = self.version.wrapping_add(1);
         }
@@ -334,12 +337,15 @@ impl<'a> Machine<'a> {
             Input::RunEnded { token, ended } => self.on_run_end(now, token, Ok(ended)),
             Input::RunFailed { token } => self.on_run_end(now, token, Err(())),
             Input::OrphanReaped { pid } => {
+                // Counted and said, nothing else: an orphan costs the core
+                // no timer pass (a timer due now fires at the turn's end).
                 self.summary.orphans_reaped += 1;
                 if self.config.warn_on_reap {
                     warn!("Reaped zombie process with pid={pid}");
                 } else {
                     debug!("Reaped zombie process with pid={pid}");
                 }
+                return;
             }
             Input::NoneLeft => self.on_none_left(now),
             Input::Http { token, result } => self.on_http(now, token, result),
@@ -356,13 +362,17 @@ impl<'a> Machine<'a> {
         self.on_time(now);
     }
 
-    /// Fires what is due at `now`: the timeline's timers, the ECS pollers
-    /// and the command runs' kill times.
+    /// Fires what is due at `now`: the timeline's timers (once per input:
+    /// only when no event ran it already), the ECS pollers and the command
+    /// runs' kill times.
     fn on_time(&mut self, now: Instant) {
         if self.outcome.is_some() {
             return;
         }
-        self.feed(now, Event::Tick);
+        if !std::mem::replace(&mut self.timeline_ran, false) && self.timeline.due(now) {
+            self.feed(now, Event::Tick);
+        }
+        self.timeline_ran = false;
         for token in self.timers.runs_due(now) {
             let at = self.timers.get(Timer::RunKill(token)).unwrap_or(now);
             self.timers.set(Timer::RunKill(token), None);
@@ -388,9 +398,9 @@ impl<'a> Machine<'a> {
         let mut out = Vec::with_capacity(4);
         while let Some((event, by_word)) = self.events.pop_front() {
             self.timeline.handle_into(now, event, &mut out);
+            self.timeline_ran = true;
             self.perform_all(now, std::mem::take(&mut out), by_word);
         }
-        self.sync_timeline();
     }
 
     /// Feeds the app's readiness word: the actions it leads to know it.
@@ -402,12 +412,6 @@ impl<'a> Machine<'a> {
     /// Raises a timeline event while performing: fed after the current ones.
     pub(super) fn raise(&mut self, event: Event) {
         self.events.push_back((event, false));
-    }
-
-    fn sync_timeline(&mut self) {
-        for (timer, at) in self.timeline.timers() {
-            self.timers.set(timer, at);
-        }
     }
 
     fn perform_all(&mut self, now: Instant, actions: Vec<timeline::Action>, by_word: bool) {

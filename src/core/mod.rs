@@ -10,6 +10,7 @@ pub mod machine;
 pub mod metrics;
 pub mod notify;
 pub mod outcome;
+pub mod rules;
 pub mod settings;
 pub mod sources;
 pub mod status;

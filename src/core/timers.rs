@@ -1,6 +1,8 @@
-//! Every timer of a run in one table, keyed by what it is for: the stop
-//! timeline's, the ECS pollers' and each command run's kill time. The
-//! shell sleeps until the earliest (`next`); none armed, it sleeps until an
+//! Timers, keyed by what each is for: the stop timeline's, the ECS
+//! pollers', each command run's kill time. Each part of the core owns its
+//! slots (`Slots`, or a `Timers` table with per-run entries) and arms and
+//! disarms them itself; the machine's next wake-up is the earliest of its
+//! parts' (`Machine::poll_timeout`). None armed, the shell sleeps until an
 //! input comes and makes no wake-ups at all.
 
 use std::time::Instant;
@@ -42,6 +44,50 @@ pub const TIMELINE: [Timer; 7] = [
     Timer::OrphanGrace,
     Timer::Watchdog,
 ];
+
+/// One owner's fixed timers: a slot for each of its `keys`. The owner arms
+/// and disarms its own slots; nothing copies them. `Copy`, so an owner that
+/// is a plain value stays one.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Slots<const N: usize> {
+    keys: [Timer; N],
+    at: [Option<Instant>; N],
+}
+
+impl<const N: usize> Slots<N> {
+    pub const fn new(keys: [Timer; N]) -> Slots<N> {
+        Slots {
+            keys,
+            at: [None; N],
+        }
+    }
+
+    fn index(&self, timer: Timer) -> Option<usize> {
+        self.keys.iter().position(|k| *k == timer)
+    }
+
+    /// Arms `timer` at `at`, or disarms it with None (a timer the owner
+    /// does not own is ignored).
+    pub fn set(&mut self, timer: Timer, at: Option<Instant>) {
+        if let Some(i) = self.index(timer) {
+            self.at[i] = at;
+        }
+    }
+
+    pub fn get(&self, timer: Timer) -> Option<Instant> {
+        self.index(timer).and_then(|i| self.at[i])
+    }
+
+    /// Armed and due at `now`.
+    pub fn due(&self, timer: Timer, now: Instant) -> bool {
+        self.get(timer).is_some_and(|at| now >= at)
+    }
+
+    /// The earliest armed slot.
+    pub fn next(&self) -> Option<Instant> {
+        self.at.iter().flatten().copied().min()
+    }
+}
 
 /// The table: one slot per fixed timer, one entry per running command.
 #[derive(Debug, Default)]
