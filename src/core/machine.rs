@@ -16,6 +16,7 @@ use crate::core::ecs::{Protection, Watch};
 use crate::core::event::Answer;
 use crate::core::event::{Action, Input, Lane, Token};
 use crate::core::outcome::{EcsNames, Ended, InFlight, Outcome, RunSummary, Trigger};
+use crate::core::rules;
 use crate::core::settings::Config;
 use crate::core::sources::{Board, Probe};
 use crate::core::timeline::{
@@ -514,13 +515,13 @@ impl<'a> Machine<'a> {
             return;
         }
         let stop = self.timeline.stop().is_some_and(|s| s.signal == signo);
-        let Some(sent) = self.config.rewritten(signo) else {
+        let Some((sent, group)) = rules::forwarded(self.config, signo) else {
             return debug!("dropping {} as --rewrite asks", signal_name(signo));
         };
         self.counters.forwarded(sent);
         self.push(Action::Forward {
             signo: sent,
-            group: self.config.kill_process_group,
+            group,
             stop,
         });
     }
@@ -589,7 +590,7 @@ impl<'a> Machine<'a> {
     fn on_none_left(&mut self, now: Instant) {
         if self.timeline.child_alive() {
             error!("the main child is gone and its status is lost; exiting");
-            self.outcome = Some(Outcome::Signaled(libc::SIGKILL));
+            self.outcome = Some(rules::lost_status());
             return self.push(Action::Exit);
         }
         info!("every remaining process has exited");
