@@ -107,8 +107,8 @@ impl<'a> Executor<'a> {
                 let began = SystemTime::now()
                     .checked_sub(ago)
                     .unwrap_or(SystemTime::UNIX_EPOCH);
-                let answer = commands::check_file(&path, began);
-                self.answers.push_back(Input::File { token, answer });
+                let seen = commands::look_at_file(&path, began);
+                self.answers.push_back(Input::File { token, seen });
             }
             Action::Exit => {}
         }

@@ -1,0 +1,748 @@
+//! The drain sources of a run, as one part of the core: the round (who is
+//! asked, who answered, a stale answer known as such, at most `MAX_POLLS`
+//! asks out at once and the rest queued in the same round), the asks made
+//! for task protection (their own `MAX_POLLS`), the command runs' kill
+//! timers, each answer logged when it changes, and what the report and the
+//! listener say about each source. What a source is, how it is asked and
+//! how its answer reads is its kind's, one file each: `url.rs`, `exec.rs`,
+//! `file.rs` (the `Kind` trait).
+
+pub mod exec;
+pub mod file;
+pub mod url;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use log::{debug, info, warn};
+use serde_json::{json, Value};
+
+use crate::core::asks::{Asks, Owner};
+use crate::core::counters::RequestKind;
+use crate::core::event::{Action, Answer, Lane, Seen, Token};
+use crate::core::outcome::{Ended, InFlight};
+use crate::core::settings::{Cmd, Config};
+use crate::core::timeline::Ticket;
+use crate::core::timers::{Timer, Timers};
+use crate::proto::http::{Failure, Response, Target};
+use crate::util::text::{escape, Fold};
+
+/// Polls of one kind (drain rounds; task protection) in flight at once;
+/// the rest wait for a slot in the same round.
+pub const MAX_POLLS: usize = 8;
+
+/// Task protection over several sources: see `core::protect`.
+pub use crate::core::protect::protect_busy;
+
+/// A kind of drain source: what it is called, how it is asked, how its
+/// answer reads, and what it needs of the shell. A new kind is one file
+/// implementing this and one line in `kinds`.
+pub trait Kind: std::fmt::Debug {
+    /// As the report and the logs name the kind: "url".
+    fn name(&self) -> &'static str;
+    /// The source as configured (the report, the logs).
+    fn target(&self) -> &str;
+    /// The source as the health listener may show it to anyone.
+    fn public_target(&self) -> String;
+    /// Asked on a request thread (the round's lane `Lane::Poll`, and
+    /// `Lane::Protect` for protection): the shell starts one per such
+    /// source before the child. False: no thread (a process, a `stat`).
+    fn thread(&self) -> bool {
+        false
+    }
+    /// A URL whose host name the shell checks at start.
+    fn host(&self) -> Option<&str> {
+        None
+    }
+    /// Asked for task protection while the app runs.
+    fn protects(&self) -> bool {
+        true
+    }
+    /// How to ask it once.
+    fn ask(&self) -> How;
+    /// What an answer to that says.
+    fn read(&self, reply: Reply<'_>) -> Read;
+}
+
+/// The run's sources, in the order the report lists them: one line per kind.
+pub fn kinds(config: &Config) -> Vec<Box<dyn Kind>> {
+    url::from_config(config)
+        .chain(exec::from_config(config))
+        .chain(file::from_config(config))
+        .collect()
+}
+
+/// Request threads the run's sources need on a lane (the shell starts
+/// them before the child), and the URLs whose host names it checks.
+pub fn threads(config: &Config) -> (usize, Vec<String>) {
+    let kinds = kinds(config);
+    let n = kinds.iter().filter(|k| k.thread()).count();
+    let hosts = kinds.iter().filter_map(|k| k.host().map(String::from));
+    (n, hosts.collect())
+}
+
+/// How a source is asked.
+#[derive(Debug, Clone)]
+pub enum How {
+    /// An HTTP request (answered by `Input::Http`).
+    Send(Target),
+    /// A command run, killed when its time is up (`Input::RunEnded`).
+    Run(Cmd),
+    /// One look at a file (`Input::File`); takes no poll slot.
+    Look(PathBuf),
+}
+
+/// An answer as it came back.
+#[derive(Debug, Clone, Copy)]
+pub enum Reply<'a> {
+    Http(&'a Result<Response, Failure>),
+    /// How the run ended (Err: it could not start), and after how long it
+    /// was killed for running too long.
+    Run(Result<Ended, ()>, Option<Duration>),
+    File(&'a Seen),
+}
+
+/// What an answer says.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Read {
+    pub answer: Answer,
+    /// The progress line for the report and the ready line.
+    pub summary: Option<String>,
+    /// `--drain-count-field` as read: its pointer and the count, or why not.
+    pub count: Option<(String, Result<u64, &'static str>)>,
+    /// No answer at all: its kind and a line for protection's complaints.
+    pub failure: Option<(String, String)>,
+}
+
+impl Read {
+    pub fn answer(answer: Answer) -> Read {
+        Read {
+            answer,
+            summary: None,
+            count: None,
+            failure: None,
+        }
+    }
+}
+
+/// What a source is asked for.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Ask {
+    /// Source `usize` in the round with this ticket.
+    Round(Ticket, usize),
+    /// Source `usize` for task protection, every `interval`.
+    Protect(usize, Duration),
+}
+
+/// What the sources have to say to the rest of the core.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Said {
+    /// The round is over: whether every source has been ready.
+    Round { ticket: Ticket, ready: bool },
+    /// A source answered protection's ask (with a complaint when it gave
+    /// no answer at all).
+    Protect {
+        answer: Answer,
+        complaint: Option<(String, String)>,
+    },
+}
+
+/// What the stop says about asking: when it began and its deadline.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Stopping {
+    pub since: Option<Instant>,
+    pub deadline: Option<Instant>,
+}
+
+/// A command run not yet reaped.
+#[derive(Debug)]
+struct Run {
+    token: Token,
+    ask: Ask,
+    started: Instant,
+    /// Killed for running too long, after this long.
+    timed_out: Option<Duration>,
+}
+
+/// The drain sources as one part of the core.
+#[derive(Debug, Default)]
+pub struct Sources {
+    kinds: Vec<Box<dyn Kind>>,
+    pub board: Board,
+    /// When each source last answered (for `/status`).
+    pub answered_at: Vec<Option<Instant>>,
+    /// Each source's answer lines, at most one a second per source.
+    said: Vec<Fold>,
+    queued: Vec<Ask>,
+    /// Asks out (requests, runs, looks), stale ones included.
+    out: Vec<(Token, Ask)>,
+    runs: Vec<Run>,
+    /// The runs' kill times.
+    timers: Timers,
+    /// What the last drain poll said, for the report and the ready line.
+    pub last_drain: Option<String>,
+    /// The app's in-flight count (`--drain-count-field`).
+    pub in_flight: InFlight,
+    count_unreadable: bool,
+    interval: Duration,
+    run_limit: Duration,
+}
+
+impl Sources {
+    pub fn new(config: &Config) -> Sources {
+        let kinds = kinds(config);
+        let mut board = Board::default();
+        for kind in &kinds {
+            board.add(kind.name(), kind.target());
+            if let Some(source) = board.sources.last_mut() {
+                source.public = kind.public_target();
+            }
+        }
+        Sources {
+            // A source answers once a round: a few changes a second pass, a
+            // flapping source at a tiny interval is folded.
+            said: vec![Fold::with_burst(3); kinds.len()],
+            answered_at: vec![None; kinds.len()],
+            kinds,
+            board,
+            interval: config.drain_interval,
+            run_limit: config.drain_timeout,
+            ..Sources::default()
+        }
+    }
+
+    /// After a panic of the core: the records for the report, nothing
+    /// asked, nothing awaited, no source asked again.
+    pub fn after(old: &mut Sources) -> Sources {
+        let mut board = std::mem::take(&mut old.board);
+        board.abandon_round();
+        Sources {
+            board,
+            answered_at: std::mem::take(&mut old.answered_at),
+            last_drain: old.last_drain.take(),
+            in_flight: old.in_flight,
+            ..Sources::default()
+        }
+    }
+
+    /// The run has drain sources (the timeline polls).
+    pub fn any(&self) -> bool {
+        !self.kinds.is_empty()
+    }
+
+    /// When the runs' kill times are due.
+    pub fn next_timer(&self) -> Option<Instant> {
+        self.timers.next()
+    }
+
+    /// One round over the sources not yet ready: each waits for a poll
+    /// slot; files are looked at at once. Said at once when no source is
+    /// left to ask.
+    pub fn begin_round(
+        &mut self,
+        now: Instant,
+        ticket: Ticket,
+        stop: Stopping,
+        asks: &mut Asks,
+    ) -> Option<Said> {
+        let ask = self.board.begin_round(ticket);
+        if ask.is_empty() {
+            let ready = self.board.all_ready();
+            return Some(Said::Round { ticket, ready });
+        }
+        for index in ask {
+            let ask = Ask::Round(ticket, index);
+            match self.kinds[index].ask() {
+                How::Look(path) => {
+                    let token = asks.look(Owner::Sources, path, stop.since.unwrap_or(now));
+                    self.out.push((token, ask));
+                }
+                _ => self.queued.push(ask),
+            }
+        }
+        self.pump(now, stop, asks);
+        None
+    }
+
+    /// Protection asks every source that drives it, once per `interval`;
+    /// how many were asked.
+    pub fn ask_protect(
+        &mut self,
+        now: Instant,
+        interval: Duration,
+        stop: Stopping,
+        asks: &mut Asks,
+    ) -> usize {
+        let asked: Vec<usize> = (0..self.kinds.len())
+            .filter(|&i| self.kinds[i].protects())
+            .collect();
+        let n = asked.len();
+        self.queued
+            .extend(asked.into_iter().map(|i| Ask::Protect(i, interval)));
+        self.pump(now, stop, asks);
+        n
+    }
+
+    /// Asks out for a round (or for protection): requests and runs not yet
+    /// answered, stale ones included, since their thread or process still
+    /// exists.
+    fn in_flight(&self, round: bool) -> usize {
+        let counts = |a: &Ask| matches!(a, Ask::Round(..)) == round;
+        self.out.iter().filter(|(_, a)| counts(a)).count()
+    }
+
+    /// Starts the queued asks that have a slot: at most `MAX_POLLS` of
+    /// each purpose at once, so a thousand slow sources cost eight
+    /// threads, and neither waits behind the other.
+    fn pump(&mut self, now: Instant, stop: Stopping, asks: &mut Asks) {
+        if self.queued.is_empty() {
+            return;
+        }
+        let mut waiting = std::mem::take(&mut self.queued);
+        let (mut round, mut protect) = (self.in_flight(true), self.in_flight(false));
+        waiting.retain(|ask| {
+            let slot = match ask {
+                Ask::Round(..) => &mut round,
+                Ask::Protect(..) => &mut protect,
+            };
+            if *slot >= MAX_POLLS {
+                return true;
+            }
+            *slot += 1;
+            self.start(now, *ask, stop, asks);
+            false
+        });
+        waiting.append(&mut self.queued);
+        self.queued = waiting;
+    }
+
+    /// Asks one source: a round's ask has the interval (a command:
+    /// `--drain-timeout`), never past the deadline; protection's its
+    /// interval.
+    fn start(&mut self, now: Instant, ask: Ask, stop: Stopping, asks: &mut Asks) {
+        let (index, interval, run_limit, lane, kind) = match ask {
+            Ask::Round(_, i) => (
+                i,
+                self.interval,
+                self.run_limit,
+                Lane::Poll,
+                RequestKind::Drain,
+            ),
+            Ask::Protect(i, every) => (
+                i,
+                every,
+                self.run_limit.min(every),
+                Lane::Protect,
+                RequestKind::ProtectPoll,
+            ),
+        };
+        let token = match self.kinds[index].ask() {
+            How::Send(target) => {
+                let timeout = run_timeout(interval, stop.deadline, now);
+                asks.send(Owner::Sources, kind, lane, target, None, timeout)
+            }
+            How::Run(cmd) => {
+                let limit = run_timeout(run_limit, stop.deadline, now);
+                let token = asks.run(Owner::Sources, cmd);
+                self.runs.push(Run {
+                    token,
+                    ask,
+                    started: now,
+                    timed_out: None,
+                });
+                self.timers.set(Timer::RunKill(token), Some(now + limit));
+                token
+            }
+            How::Look(path) => asks.look(Owner::Sources, path, stop.since.unwrap_or(now)),
+        };
+        self.out.push((token, ask));
+    }
+
+    /// The runs whose time is up are killed; queued asks start as slots free.
+    pub fn on_time(&mut self, now: Instant, stop: Stopping, asks: &mut Asks) {
+        for token in self.timers.runs_due(now) {
+            let at = self.timers.get(Timer::RunKill(token)).unwrap_or(now);
+            self.timers.set(Timer::RunKill(token), None);
+            if let Some(run) = self.runs.iter_mut().find(|r| r.token == token) {
+                // The time it was given, not when the loop woke: the same
+                // answer each time, so a source stuck hanging is logged once.
+                run.timed_out = Some(at.saturating_duration_since(run.started));
+                asks.push(Action::KillRun(token));
+            }
+        }
+        self.pump(now, stop, asks);
+    }
+
+    /// An answer to one of the sources' asks; what it leads to, if anything.
+    /// `stopping`: a stop began (the in-flight count's stop figures).
+    pub fn on_reply(
+        &mut self,
+        now: Instant,
+        token: Token,
+        reply: Reply<'_>,
+        stopping: bool,
+    ) -> Option<Said> {
+        let at = self.out.iter().position(|(t, _)| *t == token)?;
+        let (_, ask) = self.out.swap_remove(at);
+        let mut reply = reply;
+        if let Some(at) = self.runs.iter().position(|r| r.token == token) {
+            let run = self.runs.swap_remove(at);
+            self.timers.set(Timer::RunKill(token), None);
+            if let Reply::Run(ended, _) = reply {
+                reply = Reply::Run(ended, run.timed_out);
+            }
+        }
+        match ask {
+            Ask::Round(ticket, _) if !self.board.awaits(ticket) => {
+                debug!("ignoring a late answer: the stop moved on without it");
+                None
+            }
+            Ask::Round(ticket, index) => {
+                let read = self.kinds[index].read(reply);
+                self.record_count(&read, stopping);
+                if let Some(summary) = &read.summary {
+                    self.last_drain = Some(summary.clone());
+                }
+                self.on_answer(now, ticket, index, read.answer)
+            }
+            Ask::Protect(index, _) => {
+                let read = self.kinds[index].read(reply);
+                self.record_count(&read, stopping);
+                let complaint = read
+                    .failure
+                    .map(|(kind, message)| (format!("drain_{kind}_{index}"), message));
+                Some(Said::Protect {
+                    answer: read.answer,
+                    complaint,
+                })
+            }
+        }
+    }
+
+    /// The app's in-flight count in a drain body (`--drain-count-field`),
+    /// recorded for the report and the listener. A field that is missing or
+    /// not a whole number is said once and nothing is recorded: no count is
+    /// better than a wrong one.
+    fn record_count(&mut self, read: &Read, stopping: bool) {
+        match &read.count {
+            None => {}
+            Some((_, Ok(n))) => {
+                let n = *n;
+                self.in_flight.last = Some(n);
+                if stopping {
+                    self.in_flight.at_stop.get_or_insert(n);
+                    self.in_flight.max = Some(self.in_flight.max.map_or(n, |m| m.max(n)));
+                }
+            }
+            Some((pointer, Err(why))) => {
+                self.in_flight.last = None;
+                if !std::mem::replace(&mut self.count_unreadable, true) {
+                    warn!("--drain-count-field {pointer}: {why} in the drain body; no in-flight count is reported (said once)");
+                }
+            }
+        }
+    }
+
+    /// A source answered its round: logged when its answer changes (so a
+    /// source stuck on one failure is logged once); said when it was the
+    /// last of the round.
+    fn on_answer(
+        &mut self,
+        now: Instant,
+        ticket: Ticket,
+        index: usize,
+        answer: Answer,
+    ) -> Option<Said> {
+        let text = match &answer {
+            Answer::Ready => "ready".to_string(),
+            Answer::NotReady(why) => format!("not ready ({why})"),
+            Answer::NoAnswer(why) => format!("no answer ({why})"),
+        };
+        let (previous, over) = self.board.answer(ticket, index, answer.clone())?;
+        if let Some(at) = self.answered_at.get_mut(index) {
+            *at = Some(now);
+        }
+        // Each change once. "Not ready" in any form is the app's answer
+        // (INFO); a source that could not be asked is WARN, once until it
+        // answers again.
+        let failing_again = matches!(
+            (&previous, &answer),
+            (Some(Answer::NoAnswer(_)), Answer::NoAnswer(_))
+        );
+        if previous.as_ref() != Some(&answer) {
+            // Ready sticks, so it is said once per source and never folded.
+            let said = match answer {
+                Answer::Ready => Some(String::new()),
+                _ => self.said.get_mut(index).and_then(|f| f.allow(now)),
+            };
+            if let Some(note) = said {
+                let source = &self.board.sources[index];
+                let (kind, target) = (source.kind, escape(&source.target, 200));
+                match answer {
+                    Answer::NoAnswer(_) if !failing_again => {
+                        warn!("drain source {kind} {target}: {text}{note}")
+                    }
+                    _ => info!("drain source {kind} {target}: {text}{note}"),
+                }
+            }
+        }
+        over.then(|| Said::Round {
+            ticket,
+            ready: self.board.all_ready(),
+        })
+    }
+
+    /// The round in flight is dropped (escalation, the child ended, the
+    /// app's word): its queued asks with it.
+    pub fn abandon_round(&mut self) {
+        self.board.abandon_round();
+        self.queued.retain(|a| !matches!(a, Ask::Round(..)));
+    }
+
+    /// The stop began: protection's asks end, so a command still asked for
+    /// protection never runs beside the round.
+    pub fn end_protection(&mut self, asks: &mut Asks) {
+        self.queued.retain(|a| matches!(a, Ask::Round(..)));
+        self.kill_runs(asks, false, "the stop began");
+    }
+
+    /// SIGKILL to the groups of the round's commands (`round`), or of
+    /// protection's; they stay in the table until reaped, so none is taken
+    /// for an orphan.
+    pub fn kill_runs(&mut self, asks: &mut Asks, round: bool, why: &str) {
+        for run in &self.runs {
+            if matches!(run.ask, Ask::Round(..)) == round {
+                debug!("killing command {:?}: {why}", run.token);
+                self.timers.set(Timer::RunKill(run.token), None);
+                asks.push(Action::KillRun(run.token));
+            }
+        }
+    }
+
+    /// Every command is killed (drainit escalates, the child ended).
+    pub fn kill_all(&mut self, asks: &mut Asks, why: &str) {
+        self.kill_runs(asks, true, why);
+        self.kill_runs(asks, false, why);
+    }
+
+    /// The report's `sources`.
+    pub fn report(&self) -> Vec<Value> {
+        self.board.report()
+    }
+}
+
+/// A source and what it last said during this stop.
+#[derive(Debug, Clone)]
+pub struct Source {
+    /// Its kind's name.
+    pub kind: &'static str,
+    pub target: String,
+    /// The target as the health listener may show it to anyone.
+    pub public: String,
+    /// Reported ready at least once during this stop: sticks.
+    pub ready: bool,
+    pub last: Option<Answer>,
+    /// An answer is awaited in the current round.
+    pending: bool,
+}
+
+/// Who is asked in a round and who answered: sticky readiness, stale
+/// answers, the rounds completed.
+#[derive(Debug, Default)]
+pub struct Board {
+    pub sources: Vec<Source>,
+    /// The round in flight (the timeline's poll ticket).
+    round: Option<Ticket>,
+    /// Rounds completed (the report's `drain_polls`): a round abandoned
+    /// before every source answered (escalation, the child ended) does not
+    /// count, as a poll answered after the stop moved on does not.
+    pub rounds: u64,
+}
+
+impl Board {
+    pub fn add(&mut self, kind: &'static str, target: &str) {
+        self.sources.push(Source {
+            kind,
+            target: target.to_string(),
+            public: target.to_string(),
+            ready: false,
+            last: None,
+            pending: false,
+        });
+    }
+
+    /// The round with this ticket is in flight: its answers count.
+    pub fn awaits(&self, ticket: Ticket) -> bool {
+        self.round == Some(ticket)
+    }
+
+    /// Begins a round: the sources to ask (every one not yet ready; a
+    /// source that was ready stays so). Empty: the round is already over.
+    pub fn begin_round(&mut self, ticket: Ticket) -> Vec<usize> {
+        let ask: Vec<usize> = (0..self.sources.len())
+            .filter(|&i| !self.sources[i].ready)
+            .collect();
+        for &i in &ask {
+            self.sources[i].pending = true;
+        }
+        self.round = (!ask.is_empty()).then_some(ticket);
+        if ask.is_empty() {
+            self.rounds += 1;
+        }
+        ask
+    }
+
+    /// Every source has been ready during this stop.
+    pub fn all_ready(&self) -> bool {
+        self.sources.iter().all(|s| s.ready)
+    }
+
+    /// Records an answer of source `index` in round `ticket`. Returns the
+    /// previous answer (for logging changes) when it counted, and whether
+    /// the round is now over, as `(previous, over)`; a stale answer (of an
+    /// earlier or abandoned round) returns None.
+    pub fn answer(
+        &mut self,
+        ticket: Ticket,
+        index: usize,
+        answer: Answer,
+    ) -> Option<(Option<Answer>, bool)> {
+        if self.round != Some(ticket) {
+            return None;
+        }
+        let source = self.sources.get_mut(index).filter(|s| s.pending)?;
+        source.pending = false;
+        source.ready |= answer.is_ready();
+        let previous = source.last.replace(answer);
+        let over = self.sources.iter().all(|s| !s.pending);
+        if over {
+            self.round = None;
+            self.rounds += 1;
+        }
+        Some((previous, over))
+    }
+
+    /// The round in flight is dropped (escalation, the child ended).
+    pub fn abandon_round(&mut self) {
+        self.round = None;
+        for s in &mut self.sources {
+            s.pending = false;
+        }
+    }
+
+    /// The report's `sources`: each source, whether it was ready during
+    /// the stop, and its last answer.
+    pub fn report(&self) -> Vec<Value> {
+        self.sources
+            .iter()
+            .map(|s| {
+                json!({
+                    "kind": s.kind,
+                    "target": s.target,
+                    "ready": s.ready,
+                    "last": s.last.as_ref().map(Answer::summary),
+                })
+            })
+            .collect()
+    }
+}
+
+/// A command run's time: `limit`, never past the deadline (at least 1 ms).
+pub fn run_timeout(limit: Duration, deadline: Option<Instant>, now: Instant) -> Duration {
+    let left = deadline.map_or(limit, |d| d.saturating_duration_since(now));
+    limit.min(left).max(Duration::from_millis(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn public_targets_show_no_secrets() {
+        assert_eq!(
+            url::public_url("http://user:pw@127.0.0.1:8080/drain?token=x#f"),
+            "http://127.0.0.1:8080/drain"
+        );
+        assert_eq!(url::public_url("http://h/?a=b"), "http://h/");
+        assert_eq!(
+            exec::public_command("'/opt/my tool' --password hunter2"),
+            "/opt/my tool"
+        );
+        let mut config = crate::core::machine::tests::config();
+        config.drain_files = vec!["/tmp/done".into()];
+        let sources = Sources::new(&config);
+        assert_eq!(sources.board.sources[0].public, "/tmp/done");
+    }
+
+    #[test]
+    fn run_timeouts_stop_at_the_deadline() {
+        let now = Instant::now();
+        let s = Duration::from_secs;
+        assert_eq!(run_timeout(s(5), None, now), s(5));
+        assert_eq!(run_timeout(s(5), Some(now + s(2)), now), s(2));
+        assert_eq!(run_timeout(s(5), Some(now), now), Duration::from_millis(1));
+    }
+
+    fn t(n: u32) -> Ticket {
+        Ticket::for_test(n)
+    }
+
+    fn board(n: usize) -> Board {
+        let mut b = Board::default();
+        for i in 0..n {
+            b.add("url", &format!("http://127.0.0.1:{i}/"));
+        }
+        b
+    }
+
+    #[test]
+    fn a_round_is_over_when_every_asked_source_answered() {
+        let mut b = board(2);
+        assert_eq!(b.begin_round(t(1)), [0, 1]);
+        assert_eq!(b.answer(t(1), 0, Answer::Ready), Some((None, false)));
+        assert_eq!(b.answer(t(1), 0, Answer::Ready), None, "answered twice");
+        let (_, over) = b.answer(t(1), 1, Answer::NotReady("503".into())).unwrap();
+        assert!(over);
+        assert!(!b.all_ready());
+        // Source 0 stays ready: only source 1 is asked again.
+        assert_eq!(b.begin_round(t(2)), [1]);
+        assert_eq!(b.answer(t(1), 1, Answer::Ready), None, "stale round");
+        assert_eq!(
+            b.answer(t(2), 1, Answer::NoAnswer("refused".into())),
+            Some((Some(Answer::NotReady("503".into())), true))
+        );
+        assert!(!b.all_ready());
+        b.begin_round(t(3));
+        b.answer(t(3), 1, Answer::Ready).unwrap();
+        assert!(b.all_ready());
+        assert_eq!(b.begin_round(t(4)), Vec::<usize>::new());
+        assert_eq!(b.rounds, 4);
+    }
+
+    #[test]
+    fn an_abandoned_round_ignores_late_answers() {
+        let mut b = board(1);
+        b.begin_round(t(1));
+        assert_eq!(b.rounds, 0, "not over yet");
+        b.abandon_round();
+        assert_eq!(b.answer(t(1), 0, Answer::Ready), None);
+        assert!(!b.all_ready());
+        assert_eq!(b.answer(t(1), 9, Answer::Ready), None, "no such source");
+        assert_eq!(b.rounds, 0, "an abandoned round does not count");
+    }
+
+    #[test]
+    fn the_report_names_each_source_and_its_last_answer() {
+        let mut b = board(1);
+        b.add("file", "/tmp/x");
+        b.begin_round(t(1));
+        b.answer(t(1), 1, Answer::NotReady("absent".into()));
+        let r = b.report();
+        assert_eq!(r[0]["kind"], "url");
+        assert_eq!(r[0]["last"], Value::Null);
+        assert_eq!(r[1]["kind"], "file");
+        assert_eq!(r[1]["target"], "/tmp/x");
+        assert_eq!(r[1]["last"], "not ready: absent");
+        assert_eq!(r[1]["ready"], false);
+    }
+}
