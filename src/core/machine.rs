@@ -11,7 +11,7 @@
 //! keeps the deadline after a panic.
 
 use std::collections::VecDeque;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use log::{debug, warn};
 
@@ -23,9 +23,8 @@ use crate::core::notify::NotifyState;
 use crate::core::outcome::{Outcome, RunSummary};
 use crate::core::protect::Protection;
 use crate::core::settings::Config;
-use crate::core::sources::{Reply, Said, Sources, Stopping};
-use crate::core::timeline::{Event, Settings, Stop, Timeline};
-use crate::core::timers::Timer;
+use crate::core::sources::{Reply, Said, Sources};
+use crate::core::timeline::{Event, Settings, Timeline};
 use crate::core::watch::Watch;
 use crate::proto::http::{Failure, Response};
 use crate::util::text::Fold;
@@ -45,7 +44,7 @@ pub struct Machine<'a> {
     /// What the parts asked for: tokens, owners, actions in order.
     pub(super) asks: Asks,
     /// Timeline events raised while handling one input, fed in order.
-    events: VecDeque<(Event, bool)>,
+    pub(super) events: VecDeque<(Event, bool)>,
     pub(super) outcome: Option<Outcome>,
     pub(super) summary: RunSummary,
     /// Lines a flood could repeat, at most one a second each.
@@ -54,13 +53,13 @@ pub struct Machine<'a> {
     pub(super) fallback: bool,
     pub(super) counters: Counters,
     /// Moves whenever an input may have changed what `status` says.
-    version: u64,
+    pub(super) version: u64,
     /// The timeline ran in this input: its due timers already fired.
-    timeline_ran: bool,
+    pub(super) timeline_ran: bool,
 }
 
 /// The timeline's settings from the configuration.
-fn settings(config: &Config, drain: bool) -> Settings {
+pub(super) fn settings(config: &Config, drain: bool) -> Settings {
     Settings {
         stop_signals: config.stop_signals.clone(),
         grace: config.grace,
@@ -90,88 +89,6 @@ impl<'a> Machine<'a> {
         machine
     }
 
-    /// After a panic of the core `old`: a fresh core with no sources, hooks,
-    /// delay, ECS or notify reading, that takes over the stop `old` began
-    /// (its deadline included) and what `old` recorded for the report.
-    /// `signal_sent`: the shell did send the stop signal.
-    pub fn fallback(
-        config: &'a Config,
-        old: &mut Machine<'_>,
-        signal_sent: bool,
-        child: Option<crate::core::outcome::Ended>,
-        now: Instant,
-    ) -> Machine<'a> {
-        let mut machine = Machine::minimal(config, old.pid, old.pid1, old.started);
-        // The report's records move over; nothing asked by `old` is awaited.
-        machine.summary = std::mem::take(&mut old.summary);
-        machine.sources = Sources::after(&mut old.sources);
-        machine.watch = old.watch.take();
-        if let Some(watch) = &mut machine.watch {
-            watch.end();
-        }
-        machine.notify = old.notify.take();
-        machine.asks = Asks::after(&old.asks);
-        machine.counters = old.counters.clone();
-        machine.version = old.version.wrapping_add(1);
-        if let Some(ended) = child {
-            // The child is gone: nothing may be sent to its pid any more.
-            machine.handle(now, Input::ChildExited(ended));
-        } else if let Some(stop) = old.timeline.stop() {
-            let mut out = Vec::new();
-            machine.timeline.resume(now, stop, signal_sent, &mut out);
-            machine.perform_all(now, out, false);
-        }
-        machine
-    }
-
-    /// A core with no sources, hooks, delay, ECS, notify reading or orphan
-    /// grace: the fallback's (and the one a panic while building the first
-    /// core leaves).
-    pub fn minimal(config: &'a Config, pid: i32, pid1: bool, started: Instant) -> Machine<'a> {
-        let mut settings = settings(config, false);
-        settings.hook = false;
-        settings.pre_stop_delay = Duration::ZERO;
-        settings.orphan_grace = Duration::ZERO;
-        let mut timeline = Timeline::new(settings);
-        timeline.set_grace_max(config.grace_max);
-        let mut machine = Machine::empty(config, pid, pid1, started, timeline);
-        machine.fallback = true;
-        machine
-    }
-
-    fn empty(
-        config: &'a Config,
-        pid: i32,
-        pid1: bool,
-        started: Instant,
-        timeline: Timeline,
-    ) -> Machine<'a> {
-        Machine {
-            config,
-            pid,
-            pid1,
-            started,
-            timeline,
-            hooks: Hooks::default(),
-            sources: Sources::default(),
-            watch: None,
-            protection: None,
-            notify: None,
-            asks: Asks::default(),
-            events: VecDeque::new(),
-            outcome: None,
-            summary: RunSummary {
-                child_pid: Some(pid),
-                ..RunSummary::default()
-            },
-            held: Fold::default(),
-            fallback: false,
-            counters: Counters::default(),
-            version: 0,
-            timeline_ran: false,
-        }
-    }
-
     /// The next action for the shell, in order.
     pub fn poll_action(&mut self) -> Option<Action> {
         self.asks.pop()
@@ -191,52 +108,6 @@ impl<'a> Machine<'a> {
         .into_iter()
         .flatten()
         .min()
-    }
-
-    /// One timer, from the part that owns it (None: not armed).
-    pub fn timer(&self, timer: Timer) -> Option<Instant> {
-        match timer {
-            Timer::EcsPoll => self.watch.as_ref()?.timer(timer),
-            Timer::ProtectPoll => self.protection.as_ref()?.timer(timer),
-            Timer::RunKill(_) => None,
-            _ => self.timeline.timer(timer),
-        }
-    }
-
-    /// Set once the run is over (with `Action::Exit`).
-    pub fn outcome(&self) -> Option<Outcome> {
-        self.outcome
-    }
-
-    /// The stop under way, if any (the fallback takes it over).
-    pub fn stop(&self) -> Option<Stop> {
-        self.timeline.stop()
-    }
-
-    /// The deadline that still holds: the stop's, until drainit escalated
-    /// or the child is gone.
-    pub fn deadline(&self) -> Option<Instant> {
-        self.timeline.deadline()
-    }
-
-    /// Changes whenever an input may have changed `status()`: the shell
-    /// builds a new status only then.
-    pub fn version(&self) -> u64 {
-        self.version
-    }
-
-    /// The main child has not been seen to end.
-    pub fn child_alive(&self) -> bool {
-        self.timeline.child_alive()
-    }
-
-    /// What the stop says about asking a source.
-    pub(super) fn stopping(&self) -> Stopping {
-        let stop = self.timeline.stop();
-        Stopping {
-            since: stop.map(|s| s.since),
-            deadline: stop.and_then(|s| s.deadline),
-        }
     }
 
     /// Handles one input at `now`; the actions it leads to wait in

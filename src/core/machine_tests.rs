@@ -14,6 +14,7 @@ use crate::proto::http::{Failure, Response};
 use crate::proto::notify_msg::Access;
 use std::path::PathBuf;
 use std::sync::OnceLock;
+use std::time::Duration;
 
 const TERM: i32 = libc::SIGTERM;
 const CHILD: i32 = 4242;

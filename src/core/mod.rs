@@ -17,6 +17,7 @@ pub mod settings;
 pub mod sources;
 pub mod status;
 pub mod stop;
+pub mod takeover;
 pub mod timeline;
 pub mod timers;
 pub mod watch;

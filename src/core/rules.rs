@@ -33,6 +33,14 @@ pub fn deadline(since: Instant, grace: Option<Duration>) -> Option<Instant> {
     grace.and_then(|g| since.checked_add(g))
 }
 
+/// The time a request or command may take: `limit`, never past the
+/// deadline (at least 1 ms). A hook gets at most half the time left
+/// (`share` 2), so the stop signal always comes well before the deadline.
+pub fn time_left(limit: Duration, deadline: Option<Instant>, now: Instant, share: u32) -> Duration {
+    let left = deadline.map_or(limit, |d| d.saturating_duration_since(now) / share);
+    limit.min(left).max(Duration::from_millis(1))
+}
+
 /// A received signal begins a stop.
 pub fn is_stop_signal(stop_signals: &[i32], signo: i32) -> bool {
     stop_signals.contains(&signo)
@@ -126,5 +134,14 @@ mod tests {
             deadline(t0, Some(Duration::from_secs(2))),
             Some(t0 + Duration::from_secs(2))
         );
+    }
+
+    #[test]
+    fn run_timeouts_stop_at_the_deadline() {
+        let now = Instant::now();
+        let s = Duration::from_secs;
+        assert_eq!(time_left(s(5), None, now, 1), s(5));
+        assert_eq!(time_left(s(5), Some(now + s(2)), now, 1), s(2));
+        assert_eq!(time_left(s(5), Some(now), now, 1), Duration::from_millis(1));
     }
 }

@@ -6,6 +6,9 @@
 
 use std::time::Instant;
 
+use crate::core::timeline::Stop;
+use crate::core::timers::Timer;
+
 use crate::core::counters::Counters;
 use crate::core::machine::Machine;
 use crate::core::outcome::{EcsNames, Outcome, RunSummary};
@@ -171,6 +174,43 @@ impl Machine<'_> {
                 family: t.family.clone(),
                 service: t.service_name.clone(),
             }),
+        }
+    }
+
+    /// Set once the run is over (with `Action::Exit`).
+    pub fn outcome(&self) -> Option<Outcome> {
+        self.outcome
+    }
+
+    /// The stop under way, if any (the fallback takes it over).
+    pub fn stop(&self) -> Option<Stop> {
+        self.timeline.stop()
+    }
+
+    /// The deadline that still holds: the stop's, until drainit escalated
+    /// or the child is gone.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.timeline.timer(Timer::Deadline)
+    }
+
+    /// Changes whenever an input may have changed `status()`: the shell
+    /// builds a new status only then.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// The main child has not been seen to end.
+    pub fn child_alive(&self) -> bool {
+        self.timeline.child_alive()
+    }
+
+    /// One timer, from the part that owns it (None: not armed).
+    pub fn timer(&self, timer: Timer) -> Option<Instant> {
+        match timer {
+            Timer::EcsPoll => self.watch.as_ref()?.timer(timer),
+            Timer::ProtectPoll => self.protection.as_ref()?.timer(timer),
+            Timer::RunKill(_) => None,
+            _ => self.timeline.timer(timer),
         }
     }
 }

@@ -13,12 +13,21 @@ use crate::core::event::{Action, Note};
 use crate::core::machine::Machine;
 use crate::core::outcome::{Ended, Trigger};
 use crate::core::rules;
-use crate::core::sources::Said;
+use crate::core::sources::{Said, Stopping};
 use crate::core::timeline::{self, Escalation, Event, Phase, Request};
 use crate::util::signame::signal_name;
 use crate::util::time::millis;
 
 impl Machine<'_> {
+    /// What the stop says about asking a source.
+    pub(super) fn stopping(&self) -> Stopping {
+        let stop = self.timeline.stop();
+        Stopping {
+            since: stop.map(|s| s.since),
+            deadline: stop.and_then(|s| s.deadline),
+        }
+    }
+
     pub(super) fn perform_all(
         &mut self,
         now: Instant,

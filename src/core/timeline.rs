@@ -191,7 +191,6 @@ pub struct Timeline {
     /// is out.
     poll: Option<(Ticket, Option<Instant>)>,
     next_ticket: u32,
-    /// The timeline's timers; nothing else records them.
     timers: Slots<7>,
     /// `--grace-max`: extensions never move the deadline past t0 + this.
     grace_max: Option<Duration>,
@@ -280,15 +279,10 @@ impl Timeline {
         self.poll.is_some_and(|(t, _)| t == ticket) || self.state == State::Hook(ticket)
     }
 
-    /// One of the timeline's timers (None: not armed).
+    /// One of the timeline's timers (None: not armed). `Deadline` is the
+    /// one that still holds: until drainit escalated or the child is gone.
     pub fn timer(&self, timer: Timer) -> Option<Instant> {
         self.timers.get(timer)
-    }
-
-    /// The deadline that still holds: the stop's, until drainit escalated
-    /// or the child is gone.
-    pub fn deadline(&self) -> Option<Instant> {
-        self.timers.get(Timer::Deadline)
     }
 
     /// The next moment something is due without an event; None: sleep
@@ -305,15 +299,8 @@ impl Timeline {
     /// Moves to `state`; the slots of the state left are disarmed (the
     /// deadline too, once drainit escalated or the child is gone).
     fn enter(&mut self, state: State) {
-        for timer in [
-            Timer::PreStop,
-            Timer::Hook,
-            Timer::Round,
-            Timer::ReadyKill,
-            Timer::OrphanGrace,
-            Timer::Watchdog,
-        ] {
-            self.timers.set(timer, None);
+        for timer in &TIMELINE[1..] {
+            self.timers.set(*timer, None);
         }
         if matches!(
             state,
@@ -355,9 +342,8 @@ impl Timeline {
         out
     }
 
-    /// As `handle`, appending to the caller's buffer (the event loop reuses
-    /// one, so a forwarded signal costs no allocation). The timers due at
-    /// `now` fire after the event, in the same run.
+    /// As `handle`, appending to the caller's buffer (no allocation per
+    /// signal). The timers due at `now` fire after the event, in this run.
     pub fn handle_into(&mut self, now: Instant, event: Event, out: &mut Vec<Action>) {
         self.seen = Some(now);
         match event {
@@ -398,9 +384,8 @@ impl Timeline {
         self.on_time(now, out);
     }
 
-    /// A poll came back. A stale answer is skipped (the timers due now
-    /// still fire); a ready one starts the ready grace; otherwise the next
-    /// round's slot is armed.
+    /// A poll came back: a stale answer is skipped; a ready one starts the
+    /// ready grace; otherwise the next round's slot is armed.
     fn on_polled(&mut self, now: Instant, ticket: Ticket, ready: bool, out: &mut Vec<Action>) {
         let Some((_, next)) = self.poll.filter(|(t, _)| *t == ticket) else {
             return;
@@ -538,31 +523,13 @@ impl Timeline {
         Ticket(self.next_ticket)
     }
 
-    /// The hook's time: `hook_timeout`, and never more than half the time
-    /// left to the deadline, so the stop signal always comes well before it.
-    fn hook_timeout(&self, now: Instant) -> Duration {
-        let mut timeout = self.settings.hook_timeout;
-        if let Some(deadline) = self.stop.and_then(|s| s.deadline) {
-            timeout = timeout.min(deadline.saturating_duration_since(now) / 2);
-        }
-        timeout.max(Duration::from_millis(1))
-    }
-
-    /// A poll's time: the interval, never past the deadline.
-    fn poll_timeout(&self, now: Instant) -> Duration {
-        let mut timeout = self.settings.drain_interval;
-        if let Some(deadline) = self.stop.and_then(|s| s.deadline) {
-            timeout = timeout.min(deadline.saturating_duration_since(now));
-        }
-        timeout.max(Duration::from_millis(1))
-    }
-
     fn fire_hooks(&mut self, now: Instant, out: &mut Vec<Action>) {
         if !self.settings.hook {
             return self.send_stop_signal(now, out);
         }
         let ticket = self.ticket();
-        let timeout = self.hook_timeout(now);
+        let deadline = self.stop.and_then(|s| s.deadline);
+        let timeout = rules::time_left(self.settings.hook_timeout, deadline, now, 2);
         out.push(Action::Send {
             ticket,
             request: Request::Hook,
@@ -587,7 +554,8 @@ impl Timeline {
 
     fn start_poll(&mut self, now: Instant, out: &mut Vec<Action>) {
         let ticket = self.ticket();
-        let timeout = self.poll_timeout(now);
+        let deadline = self.stop.and_then(|s| s.deadline);
+        let timeout = rules::time_left(self.settings.drain_interval, deadline, now, 1);
         // The next round is due an interval on, once this one is answered.
         self.poll = Some((ticket, Some(now + self.settings.drain_interval)));
         self.timers.set(Timer::Round, None);

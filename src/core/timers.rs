@@ -34,7 +34,7 @@ pub enum Timer {
     RunKill(Token),
 }
 
-/// The timers the stop timeline owns, in the order the table keeps them.
+/// The timers the stop timeline owns: the deadline, then its phases'.
 pub const TIMELINE: [Timer; 7] = [
     Timer::Deadline,
     Timer::PreStop,

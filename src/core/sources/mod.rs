@@ -21,6 +21,7 @@ use crate::core::asks::{Asks, Owner};
 use crate::core::counters::RequestKind;
 use crate::core::event::{Action, Answer, Lane, Seen, Token};
 use crate::core::outcome::{Ended, InFlight};
+use crate::core::rules;
 use crate::core::settings::{Cmd, Config};
 use crate::core::timeline::Ticket;
 use crate::core::timers::{Timer, Timers};
@@ -338,11 +339,11 @@ impl Sources {
         };
         let token = match self.kinds[index].ask() {
             How::Send(target) => {
-                let timeout = run_timeout(interval, stop.deadline, now);
+                let timeout = rules::time_left(interval, stop.deadline, now, 1);
                 asks.send(Owner::Sources, kind, lane, target, None, timeout)
             }
             How::Run(cmd) => {
-                let limit = run_timeout(run_limit, stop.deadline, now);
+                let limit = rules::time_left(run_limit, stop.deadline, now, 1);
                 let token = asks.run(Owner::Sources, cmd);
                 self.runs.push(Run {
                     token,
@@ -519,12 +520,6 @@ impl Sources {
         }
     }
 
-    /// Every command is killed (drainit escalates, the child ended).
-    pub fn kill_all(&mut self, asks: &mut Asks, why: &str) {
-        self.kill_runs(asks, true, why);
-        self.kill_runs(asks, false, why);
-    }
-
     /// The report's `sources`.
     pub fn report(&self) -> Vec<Value> {
         self.board.report()
@@ -647,15 +642,21 @@ impl Board {
     }
 }
 
-/// A command run's time: `limit`, never past the deadline (at least 1 ms).
-pub fn run_timeout(limit: Duration, deadline: Option<Instant>, now: Instant) -> Duration {
-    let left = deadline.map_or(limit, |d| d.saturating_duration_since(now));
-    limit.min(left).max(Duration::from_millis(1))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn t(n: u32) -> Ticket {
+        Ticket::for_test(n)
+    }
+
+    fn board(n: usize) -> Board {
+        let mut b = Board::default();
+        for i in 0..n {
+            b.add("url", &format!("http://127.0.0.1:{i}/"));
+        }
+        b
+    }
 
     #[test]
     fn public_targets_show_no_secrets() {
@@ -672,27 +673,6 @@ mod tests {
         config.drain_files = vec!["/tmp/done".into()];
         let sources = Sources::new(&config);
         assert_eq!(sources.board.sources[0].public, "/tmp/done");
-    }
-
-    #[test]
-    fn run_timeouts_stop_at_the_deadline() {
-        let now = Instant::now();
-        let s = Duration::from_secs;
-        assert_eq!(run_timeout(s(5), None, now), s(5));
-        assert_eq!(run_timeout(s(5), Some(now + s(2)), now), s(2));
-        assert_eq!(run_timeout(s(5), Some(now), now), Duration::from_millis(1));
-    }
-
-    fn t(n: u32) -> Ticket {
-        Ticket::for_test(n)
-    }
-
-    fn board(n: usize) -> Board {
-        let mut b = Board::default();
-        for i in 0..n {
-            b.add("url", &format!("http://127.0.0.1:{i}/"));
-        }
-        b
     }
 
     #[test]
