@@ -7,6 +7,7 @@ use log::warn;
 use crate::core::event::Lane;
 use crate::core::settings::Config;
 use crate::core::sources::{self, MAX_POLLS};
+use crate::core::{protect, watch};
 use crate::io::http;
 use crate::io::workers::Pool;
 
@@ -26,15 +27,7 @@ static HOOKS: Pool = Pool::new("drainit-hook", MAX_POLLS);
 /// on one of them. A new kind of source needs nothing here.
 pub fn start(config: &Config) {
     let (urls, hosts) = sources::threads(config);
-    let protect = config
-        .ecs
-        .as_ref()
-        .and_then(|e| e.protect.as_ref())
-        .is_some();
-    let ecs = config
-        .ecs
-        .as_ref()
-        .is_some_and(|e| e.metadata_uri.is_some());
+    let (protect, ecs) = (protect::active(config), watch::active(config));
     let pools: [(&'static Pool, usize); 4] = [
         (&POLLS, urls),
         (&PROTECT, if protect { urls } else { 0 }),

@@ -41,6 +41,12 @@ fn backends(config: &Config) -> Option<Box<dyn Backend>> {
     ecs::from_config(config)
 }
 
+/// Protection runs: a platform's back-end is configured (the shell starts
+/// protection's request threads before the child).
+pub fn active(config: &Config) -> bool {
+    backends(config).is_some()
+}
+
 /// Task protection over several sources: busy while any source that
 /// answered is not ready; idle when every one answered ready; None (leave
 /// protection as it is) when a source gave no answer and no other said
