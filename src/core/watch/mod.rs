@@ -26,7 +26,10 @@ fn get(url: &str) -> Target {
 
 /// A watch runs (the shell starts its request threads before the child).
 pub fn active(config: &Config) -> bool {
-    config.ecs.as_ref().is_some_and(|e| e.metadata_uri.is_some())
+    config
+        .ecs
+        .as_ref()
+        .is_some_and(|e| e.metadata_uri.is_some())
 }
 
 /// The platform watch of a run.
