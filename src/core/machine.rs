@@ -85,7 +85,7 @@ impl<'a> Machine<'a> {
         machine.sources = sources;
         machine.notify = config.notify.as_ref().map(|_| NotifyState::default());
         machine.watch = Watch::new(config, now, &mut machine.asks);
-        machine.protection = Protection::new(config, now);
+        machine.protection = Protection::new(config, now, &mut machine.asks);
         machine
     }
 

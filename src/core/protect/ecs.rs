@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use log::info;
 
 use crate::core::complaints::Complaints;
-use crate::core::protect::Backend;
+use crate::core::protect::{Backend, Request};
 use crate::core::settings::Config;
 use crate::proto::ecs_body::{parse_protection_answer, protection_body, ProtectionAnswer};
 use crate::proto::http::{status_class, Failure, Response, Target};
@@ -139,7 +139,7 @@ impl Backend for Protection {
         self.interval
     }
 
-    fn request(&mut self, busy: bool, now: Instant) -> Option<(Target, Vec<u8>)> {
+    fn request(&mut self, busy: bool, now: Instant) -> Option<Request> {
         let enabled = self.wanted(busy, now)?;
         self.put_in_flight = true;
         self.sent = Some((enabled, now));
@@ -150,7 +150,10 @@ impl Backend for Protection {
             method: "PUT".into(),
             url: self.state_url.clone(),
         };
-        Some((target, body))
+        Some(Request {
+            target,
+            body: Some(body),
+        })
     }
 
     fn on_answer(&mut self, result: Result<Response, Failure>) {

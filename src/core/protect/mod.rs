@@ -1,11 +1,13 @@
 //! Task protection as one part of the core: while the app runs, every
 //! source that drives protection is asked once per interval (through
 //! `core::sources`), and this decides, once per poll, whether the app is
-//! busy, idle or unknown (`protect_busy`). A platform's back-end turns
-//! busy or idle into its own request and reads the answer: `ecs.rs` (ECS
-//! task scale-in protection). A new platform is one module implementing
-//! `Backend` and one line in `backends`. Protection ends when the stop
-//! begins.
+//! busy, idle or unknown (`protect_busy`), idle only once it has lasted the
+//! back-end's hold (`Backend::idle_hold`). A platform's back-end turns busy
+//! or idle into its own request and reads the answer: `ecs.rs` (ECS task
+//! scale-in protection). A new platform (Kubernetes pod annotations) is
+//! one module implementing `Backend` and one line in `backends`; it may
+//! read its platform once at start (`Backend::start`). One request is out
+//! at a time. Protection ends when the stop begins.
 
 pub mod ecs;
 
@@ -18,16 +20,34 @@ use crate::core::settings::Config;
 use crate::core::timers::{Slots, Timer};
 use crate::proto::http::{Failure, Response, Target};
 
+/// A request to the platform: sent on the `Protect` lane, with the
+/// back-end's interval as its time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    pub target: Target,
+    pub body: Option<Vec<u8>>,
+}
+
 /// A platform that protects the app while it is busy.
 pub trait Backend: std::fmt::Debug {
     /// How often the sources are asked (`--protect-interval`); also the
     /// time a request to the platform may take.
     fn interval(&self) -> Duration;
+    /// How long the app must have been idle before idle is acted on (a
+    /// worker between two jobs must not flap the platform's state).
+    fn idle_hold(&self) -> Duration {
+        Duration::ZERO
+    }
+    /// A request to send once at start (to read the platform's state left
+    /// by an earlier run of the container), answered by `on_answer`.
+    fn start(&mut self) -> Option<Request> {
+        None
+    }
     /// Given that the app is busy (or idle) at `now`: the request that
-    /// says so to the platform, if one is due (only changes and renewals
-    /// are sent, one at a time).
-    fn request(&mut self, busy: bool, now: Instant) -> Option<(Target, Vec<u8>)>;
-    /// The platform answered the request.
+    /// says so to the platform, if one is due (only changes and renewals;
+    /// never while another is out).
+    fn request(&mut self, busy: bool, now: Instant) -> Option<Request>;
+    /// The platform answered the last request.
     fn on_answer(&mut self, result: Result<Response, Failure>);
     /// Protection is on, as the platform last accepted.
     fn is_on(&self) -> bool;
@@ -72,20 +92,47 @@ pub struct Protection {
     round: Option<(Vec<Answer>, usize)>,
     /// The platform request out.
     request: Option<Token>,
+    /// Since when every answer said idle (for the back-end's hold).
+    idle_since: Option<Instant>,
 }
 
 impl Protection {
-    /// Protection for the run, polled first at `now`.
-    pub fn new(config: &Config, now: Instant) -> Option<Protection> {
+    /// Protection for the run, polled first at `now`; the back-end's
+    /// start request, if any, goes out at once.
+    pub fn new(config: &Config, now: Instant, asks: &mut Asks) -> Option<Protection> {
         let mut timers = Slots::new([Timer::ProtectPoll]);
         timers.set(Timer::ProtectPoll, Some(now));
-        Some(Protection {
+        let mut protection = Protection {
             backend: backends(config)?,
             timers,
             next_poll: None,
             round: None,
             request: None,
-        })
+            idle_since: None,
+        };
+        if let Some(request) = protection.backend.start() {
+            protection.send(request, asks);
+        }
+        Some(protection)
+    }
+
+    fn send(&mut self, request: Request, asks: &mut Asks) {
+        let (kind, timeout) = (RequestKind::ProtectUpdate, self.backend.interval());
+        let Request { target, body } = request;
+        let token = asks.send(Owner::Protect, kind, Lane::Protect, target, body, timeout);
+        self.request = Some(token);
+    }
+
+    /// Busy, idle (once it lasted the back-end's hold) or unknown (None:
+    /// leave the platform's state as it is), from one poll's answers.
+    fn decide(&mut self, answers: &[Answer], now: Instant) -> Option<bool> {
+        let busy = protect_busy(answers)?;
+        if busy {
+            self.idle_since = None;
+            return Some(true);
+        }
+        let since = *self.idle_since.get_or_insert(now);
+        (now.saturating_duration_since(since) >= self.backend.idle_hold()).then_some(false)
     }
 
     pub fn timer(&self, timer: Timer) -> Option<Instant> {
@@ -139,25 +186,16 @@ impl Protection {
         if *due > 0 {
             return;
         }
-        let busy = protect_busy(answers);
+        let answers = std::mem::take(answers);
         self.round = None;
         self.timers.set(Timer::ProtectPoll, self.next_poll);
+        let busy = self.decide(&answers, now);
         if self.request.is_some() {
             return;
         }
-        let Some((target, body)) = busy.and_then(|busy| self.backend.request(busy, now)) else {
-            return;
-        };
-        let (kind, timeout) = (RequestKind::ProtectUpdate, self.backend.interval());
-        let token = asks.send(
-            Owner::Protect,
-            kind,
-            Lane::Protect,
-            target,
-            Some(body),
-            timeout,
-        );
-        self.request = Some(token);
+        if let Some(request) = busy.and_then(|busy| self.backend.request(busy, now)) {
+            self.send(request, asks);
+        }
     }
 
     /// The platform answered protection's request.
@@ -190,5 +228,52 @@ mod tests {
         assert_eq!(protect_busy(&[no(), busy()]), Some(true));
         assert_eq!(protect_busy(&[Answer::Ready, no()]), None);
         assert_eq!(protect_busy(&[no()]), None);
+    }
+
+    /// A back-end with a hold, recording what it is asked to send.
+    #[derive(Debug, Default)]
+    struct Held {
+        said: Vec<bool>,
+    }
+
+    impl Backend for Held {
+        fn interval(&self) -> Duration {
+            Duration::from_secs(1)
+        }
+        fn idle_hold(&self) -> Duration {
+            Duration::from_secs(5)
+        }
+        fn request(&mut self, busy: bool, _: Instant) -> Option<Request> {
+            self.said.push(busy);
+            None
+        }
+        fn on_answer(&mut self, _: Result<Response, Failure>) {}
+        fn is_on(&self) -> bool {
+            false
+        }
+        fn complain(&mut self, _: &str, _: &str) {}
+    }
+
+    #[test]
+    fn idle_is_acted_on_only_once_it_lasted_the_hold() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let mut p = Protection {
+            backend: Box::<Held>::default(),
+            timers: Slots::new([Timer::ProtectPoll]),
+            next_poll: None,
+            round: None,
+            request: None,
+            idle_since: None,
+        };
+        let busy = [Answer::NotReady("busy".into())];
+        let no = [Answer::NoAnswer("refused".into())];
+        assert_eq!(p.decide(&busy, t0), Some(true));
+        assert_eq!(p.decide(&[Answer::Ready], t0 + s(1)), None, "idle 0 s");
+        assert_eq!(p.decide(&no, t0 + s(3)), None, "unknown");
+        assert_eq!(p.decide(&[Answer::Ready], t0 + s(5)), None, "idle 4 s");
+        assert_eq!(p.decide(&[Answer::Ready], t0 + s(6)), Some(false));
+        assert_eq!(p.decide(&busy, t0 + s(7)), Some(true), "busy at once");
+        assert_eq!(p.decide(&[Answer::Ready], t0 + s(8)), None, "hold anew");
     }
 }
