@@ -11,15 +11,13 @@ use crate::core::asks::{Asks, Owner};
 use crate::core::counters::RequestKind;
 use crate::core::event::{Action, Lane, Token};
 use crate::core::outcome::Ended;
-use crate::core::settings::{Cmd, Config};
+use crate::core::settings::Config;
 use crate::core::timeline::Ticket;
-use crate::proto::http::{Failure, Response, Target};
+use crate::proto::http::{Failure, Response};
 
-/// The hooks of a run and the ones in flight.
+/// The hooks in flight (the run's are the configuration's).
 #[derive(Debug, Default)]
 pub struct Hooks {
-    urls: Vec<Target>,
-    execs: Vec<Cmd>,
     /// The hooks in flight: their ticket and how many have not finished.
     pending: Option<(Ticket, usize)>,
     /// Hook asks out (requests and commands), by token, stale ones too.
@@ -29,24 +27,13 @@ pub struct Hooks {
 }
 
 impl Hooks {
-    pub fn new(config: &Config) -> Hooks {
-        Hooks {
-            urls: config.stop_hooks.clone(),
-            execs: config.stop_execs.clone(),
-            ..Hooks::default()
-        }
-    }
-
-    /// Any hook is configured (the timeline waits for them).
-    pub fn any(&self) -> bool {
-        !self.urls.is_empty() || !self.execs.is_empty()
-    }
-
-    /// Every hook fires at once under `ticket`.
-    pub fn fire(&mut self, ticket: Ticket, timeout: Duration, asks: &mut Asks) {
-        let count = self.urls.len() + self.execs.len();
+    /// Every hook of `config` (`--stop-url`, `--stop-exec`) fires at once
+    /// under `ticket`.
+    pub fn fire(&mut self, ticket: Ticket, timeout: Duration, config: &Config, asks: &mut Asks) {
+        let (urls, execs) = (&config.stop_hooks, &config.stop_execs);
+        let count = urls.len() + execs.len();
         self.pending = (count > 0).then_some((ticket, count));
-        for target in &self.urls {
+        for target in urls {
             info!("stop hook: {} {}", target.method, target.url);
             let kind = RequestKind::Hook;
             let token = asks.send(
@@ -59,7 +46,7 @@ impl Hooks {
             );
             self.out.push((token, ticket));
         }
-        for cmd in &self.execs {
+        for cmd in execs {
             info!("stop hook: running {}", cmd.text);
             let token = asks.run(Owner::Hooks, cmd.clone());
             self.out.push((token, ticket));

@@ -81,7 +81,6 @@ impl<'a> Machine<'a> {
         let mut timeline = Timeline::new(settings(config, sources.any()));
         timeline.set_grace_max(config.grace_max);
         let mut machine = Machine::empty(config, pid, pid1, now, timeline);
-        machine.hooks = Hooks::new(config);
         machine.sources = sources;
         machine.notify = config.notify.as_ref().map(|_| NotifyState::default());
         machine.watch = Watch::new(config, now, &mut machine.asks);
@@ -99,15 +98,12 @@ impl<'a> Machine<'a> {
     pub fn poll_timeout(&self) -> Option<Instant> {
         let watch = self.watch.as_ref().and_then(Watch::next_timer);
         let protection = self.protection.as_ref().and_then(Protection::next_timer);
-        [
-            self.timeline.next_timer(),
-            self.sources.next_timer(),
-            watch,
-            protection,
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        let earliest = |a: Option<Instant>, b: Option<Instant>| match (a, b) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let parts = earliest(self.timeline.next_timer(), self.sources.next_timer());
+        earliest(parts, earliest(watch, protection))
     }
 
     /// Handles one input at `now`; the actions it leads to wait in

@@ -62,7 +62,9 @@ impl Machine<'_> {
                 ticket,
                 request: Request::Hook,
                 timeout,
-            } => self.hooks.fire(ticket, timeout, &mut self.asks),
+            } => self
+                .hooks
+                .fire(ticket, timeout, self.config, &mut self.asks),
             A::Send {
                 ticket,
                 request: Request::Poll,

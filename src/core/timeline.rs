@@ -191,7 +191,7 @@ pub struct Timeline {
     /// is out.
     poll: Option<(Ticket, Option<Instant>)>,
     next_ticket: u32,
-    timers: Slots<7>,
+    timers: Slots,
     /// `--grace-max`: extensions never move the deadline past t0 + this.
     grace_max: Option<Duration>,
     /// When the app got its stop signal: the readiness word counts after.
@@ -210,7 +210,7 @@ impl Timeline {
             stop: None,
             poll: None,
             next_ticket: 0,
-            timers: Slots::new(TIMELINE),
+            timers: Slots::default(),
             grace_max: None,
             signalled_at: None,
             extended: false,

@@ -45,37 +45,24 @@ pub const TIMELINE: [Timer; 7] = [
     Timer::Watchdog,
 ];
 
-/// One owner's fixed timers: a slot for each of its `keys`. The owner arms
-/// and disarms its own slots; nothing copies them. `Copy`, so an owner that
-/// is a plain value stays one.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Slots<const N: usize> {
-    keys: [Timer; N],
-    at: [Option<Instant>; N],
+/// One owner's fixed timers: a slot per fixed `Timer` (the owner arms
+/// only its own). The owner arms and disarms them itself; nothing copies
+/// them. `Copy`, so an owner that is a plain value stays one.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Slots {
+    at: [Option<Instant>; 9],
 }
 
-impl<const N: usize> Slots<N> {
-    pub const fn new(keys: [Timer; N]) -> Slots<N> {
-        Slots {
-            keys,
-            at: [None; N],
-        }
-    }
-
-    fn index(&self, timer: Timer) -> Option<usize> {
-        self.keys.iter().position(|k| *k == timer)
-    }
-
-    /// Arms `timer` at `at`, or disarms it with None (a timer the owner
-    /// does not own is ignored).
+impl Slots {
+    /// Arms `timer` at `at`, or disarms it with None.
     pub fn set(&mut self, timer: Timer, at: Option<Instant>) {
-        if let Some(i) = self.index(timer) {
+        if let Some(i) = slot(timer) {
             self.at[i] = at;
         }
     }
 
     pub fn get(&self, timer: Timer) -> Option<Instant> {
-        self.index(timer).and_then(|i| self.at[i])
+        slot(timer).and_then(|i| self.at[i])
     }
 
     /// Armed and due at `now`.
@@ -92,7 +79,7 @@ impl<const N: usize> Slots<N> {
 /// The table: one slot per fixed timer, one entry per running command.
 #[derive(Debug, Default)]
 pub struct Timers {
-    fixed: [Option<Instant>; 9],
+    fixed: Slots,
     runs: Vec<(Token, Instant)>,
 }
 
@@ -115,7 +102,7 @@ impl Timers {
     /// Arms `timer` at `at`, or disarms it with None.
     pub fn set(&mut self, timer: Timer, at: Option<Instant>) {
         match (slot(timer), timer) {
-            (Some(i), _) => self.fixed[i] = at,
+            (Some(_), _) => self.fixed.set(timer, at),
             (None, Timer::RunKill(token)) => {
                 self.runs.retain(|(t, _)| *t != token);
                 if let Some(at) = at {
@@ -128,7 +115,7 @@ impl Timers {
 
     pub fn get(&self, timer: Timer) -> Option<Instant> {
         match (slot(timer), timer) {
-            (Some(i), _) => self.fixed[i],
+            (Some(_), _) => self.fixed.get(timer),
             (None, Timer::RunKill(token)) => self
                 .runs
                 .iter()
@@ -154,8 +141,11 @@ impl Timers {
 
     /// The earliest armed timer: when the shell must wake without an input.
     pub fn next(&self) -> Option<Instant> {
-        let runs = self.runs.iter().map(|(_, at)| *at);
-        self.fixed.iter().flatten().copied().chain(runs).min()
+        let runs = self.runs.iter().map(|(_, at)| *at).min();
+        match (self.fixed.next(), runs) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 }
 

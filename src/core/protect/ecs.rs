@@ -15,10 +15,9 @@ use crate::proto::http::{status_class, Failure, Response, Target};
 use crate::util::text::escape;
 
 /// The ECS back-end, when `--ecs-protect` is on.
-pub fn from_config(config: &Config) -> Option<Box<dyn Backend>> {
+pub fn from_config(config: &Config) -> Option<Protection> {
     let p = config.ecs.as_ref()?.protect.as_ref()?;
-    let protection = Protection::new(&p.agent_uri, p.interval, p.minutes);
-    Some(Box::new(protection))
+    Some(Protection::new(&p.agent_uri, p.interval, p.minutes))
 }
 
 /// Task scale-in protection: on while the app is busy, renewed before it

@@ -5,8 +5,9 @@
 //! back-end's hold (`Backend::idle_hold`). A platform's back-end turns busy
 //! or idle into its own request and reads the answer: `ecs.rs` (ECS task
 //! scale-in protection). A new platform (Kubernetes pod annotations) is
-//! one module implementing `Backend` and one line in `backends`; it may
-//! read its platform once at start (`Backend::start`). One request is out
+//! one module implementing `Backend`, one variant of `Platform` (named
+//! again in `each!`) and one line in `backends`; it may read its platform
+//! once at start (`Backend::start`). One request is out
 //! at a time. Protection ends when the stop begins.
 
 pub mod ecs;
@@ -29,7 +30,7 @@ pub struct Request {
 }
 
 /// A platform that protects the app while it is busy.
-pub trait Backend: std::fmt::Debug {
+pub trait Backend {
     /// How often the sources are asked (`--protect-interval`); also the
     /// time a request to the platform may take.
     fn interval(&self) -> Duration;
@@ -55,10 +56,31 @@ pub trait Backend: std::fmt::Debug {
     fn complain(&mut self, key: &str, message: &str);
 }
 
+/// The platforms protection can act on: one variant per back-end
+/// (dispatched without a vtable).
+pub enum Platform {
+    Ecs(ecs::Protection),
+    /// A back-end for the unit tests of this file.
+    #[cfg(test)]
+    Test(tests::Held),
+}
+
+/// Runs `$body` with `$b` bound to the back-end inside `$platform`: the
+/// one place besides `Platform` that names every variant.
+macro_rules! each {
+    ($platform:expr, $b:ident => $body:expr) => {
+        match $platform {
+            Platform::Ecs($b) => $body,
+            #[cfg(test)]
+            Platform::Test($b) => $body,
+        }
+    };
+}
+
 /// The run's protection back-end, if any platform asks for one: one line
 /// per platform.
-fn backends(config: &Config) -> Option<Box<dyn Backend>> {
-    ecs::from_config(config)
+fn backends(config: &Config) -> Option<Platform> {
+    ecs::from_config(config).map(Platform::Ecs)
 }
 
 /// Protection runs: a platform's back-end is configured (the shell starts
@@ -82,11 +104,10 @@ pub fn protect_busy(answers: &[Answer]) -> Option<bool> {
 }
 
 /// Protection while the app runs.
-#[derive(Debug)]
 pub struct Protection {
-    backend: Box<dyn Backend>,
+    platform: Platform,
     /// The next poll; disarmed while one is out and once the stop began.
-    timers: Slots<1>,
+    timers: Slots,
     next_poll: Option<Instant>,
     /// The poll out: answers so far, answers still due.
     round: Option<(Vec<Answer>, usize)>,
@@ -100,24 +121,27 @@ impl Protection {
     /// Protection for the run, polled first at `now`; the back-end's
     /// start request, if any, goes out at once.
     pub fn new(config: &Config, now: Instant, asks: &mut Asks) -> Option<Protection> {
-        let mut timers = Slots::new([Timer::ProtectPoll]);
+        let mut timers = Slots::default();
         timers.set(Timer::ProtectPoll, Some(now));
         let mut protection = Protection {
-            backend: backends(config)?,
+            platform: backends(config)?,
             timers,
             next_poll: None,
             round: None,
             request: None,
             idle_since: None,
         };
-        if let Some(request) = protection.backend.start() {
+        if let Some(request) = each!(&mut protection.platform, b => b.start()) {
             protection.send(request, asks);
         }
         Some(protection)
     }
 
     fn send(&mut self, request: Request, asks: &mut Asks) {
-        let (kind, timeout) = (RequestKind::ProtectUpdate, self.backend.interval());
+        let (kind, timeout) = (
+            RequestKind::ProtectUpdate,
+            each!(&self.platform, b => b.interval()),
+        );
         let Request { target, body } = request;
         let token = asks.send(Owner::Protect, kind, Lane::Protect, target, body, timeout);
         self.request = Some(token);
@@ -132,7 +156,8 @@ impl Protection {
             return Some(true);
         }
         let since = *self.idle_since.get_or_insert(now);
-        (now.saturating_duration_since(since) >= self.backend.idle_hold()).then_some(false)
+        (now.saturating_duration_since(since) >= each!(&self.platform, b => b.idle_hold()))
+            .then_some(false)
     }
 
     pub fn timer(&self, timer: Timer) -> Option<Instant> {
@@ -145,7 +170,7 @@ impl Protection {
 
     /// Protection is on, as the platform last accepted.
     pub fn is_on(&self) -> bool {
-        self.backend.is_on()
+        each!(&self.platform, b => b.is_on())
     }
 
     /// The poll is due: the interval it asks with, the next poll armed
@@ -154,7 +179,7 @@ impl Protection {
         if !self.timers.due(Timer::ProtectPoll, now) {
             return None;
         }
-        let interval = self.backend.interval();
+        let interval = each!(&self.platform, b => b.interval());
         self.next_poll = Some(now + interval);
         self.timers.set(Timer::ProtectPoll, None);
         Some(interval)
@@ -176,7 +201,7 @@ impl Protection {
         asks: &mut Asks,
     ) {
         if let Some((key, message)) = complaint {
-            self.backend.complain(&key, &message);
+            each!(&mut self.platform, b => b.complain(&key, &message));
         }
         let Some((answers, due)) = self.round.as_mut().filter(|(_, due)| *due > 0) else {
             return; // no poll in flight: nothing to answer
@@ -193,7 +218,9 @@ impl Protection {
         if self.request.is_some() {
             return;
         }
-        if let Some(request) = busy.and_then(|busy| self.backend.request(busy, now)) {
+        if let Some(request) =
+            busy.and_then(|busy| each!(&mut self.platform, b => b.request(busy, now)))
+        {
             self.send(request, asks);
         }
     }
@@ -203,7 +230,7 @@ impl Protection {
         if self.request == Some(token) {
             self.request = None;
         }
-        self.backend.on_answer(result);
+        each!(&mut self.platform, b => b.on_answer(result));
     }
 
     /// The stop began (or the child is gone): no poll is due any more, and
@@ -231,8 +258,8 @@ mod tests {
     }
 
     /// A back-end with a hold, recording what it is asked to send.
-    #[derive(Debug, Default)]
-    struct Held {
+    #[derive(Default)]
+    pub struct Held {
         said: Vec<bool>,
     }
 
@@ -259,8 +286,8 @@ mod tests {
         let t0 = Instant::now();
         let s = Duration::from_secs;
         let mut p = Protection {
-            backend: Box::<Held>::default(),
-            timers: Slots::new([Timer::ProtectPoll]),
+            platform: Platform::Test(Held::default()),
+            timers: Slots::default(),
             next_poll: None,
             round: None,
             request: None,

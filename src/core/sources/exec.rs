@@ -7,21 +7,20 @@ use std::time::Duration;
 use crate::core::event::Answer;
 use crate::core::outcome::Ended;
 use crate::core::settings::{Cmd, Config};
-use crate::core::sources::{How, Kind, Read, Reply};
+use crate::core::sources::{About, AnyKind, How, Kind, Read, Reply};
 use crate::util::signame::signal_name;
 use crate::util::time::millis;
 
-#[derive(Debug)]
 pub struct Exec {
     cmd: Cmd,
 }
 
 /// The command sources of a run, in the order given.
-pub fn from_config(config: &Config) -> impl Iterator<Item = Box<dyn Kind>> + '_ {
+pub fn from_config(config: &Config) -> impl Iterator<Item = AnyKind> + '_ {
     config
         .drain_execs
         .iter()
-        .map(|cmd| -> Box<dyn Kind> { Box::new(Exec { cmd: cmd.clone() }) })
+        .map(|cmd| -> AnyKind { AnyKind::Exec(Exec { cmd: cmd.clone() }) })
 }
 
 /// A command as anyone may see it: its program only.
@@ -45,16 +44,14 @@ pub fn run_answer(ended: Ended, timed_out: Option<Duration>) -> Answer {
 }
 
 impl Kind for Exec {
-    fn name(&self) -> &'static str {
-        "exec"
-    }
-
-    fn target(&self) -> &str {
-        &self.cmd.text
-    }
-
-    fn public_target(&self) -> String {
-        public_command(&self.cmd.text)
+    fn about(&self) -> About {
+        About {
+            name: "exec",
+            target: self.cmd.text.clone(),
+            public: public_command(&self.cmd.text),
+            thread: false,
+            protects: true,
+        }
     }
 
     fn ask(&self) -> How {

@@ -7,23 +7,22 @@ use std::time::{Duration, SystemTime};
 
 use crate::core::event::{Answer, Seen};
 use crate::core::settings::Config;
-use crate::core::sources::{How, Kind, Read, Reply};
+use crate::core::sources::{About, AnyKind, How, Kind, Read, Reply};
 
 /// Filesystem timestamps come from a coarse clock (one tick behind the one
 /// drainit reads), so a file written just after the stop began may carry a
 /// time slightly before it; this much earlier still counts.
 pub const MTIME_SLACK: Duration = Duration::from_millis(20);
 
-#[derive(Debug)]
 pub struct File {
     path: PathBuf,
     shown: String,
 }
 
 /// The file sources of a run, in the order given.
-pub fn from_config(config: &Config) -> impl Iterator<Item = Box<dyn Kind>> + '_ {
-    config.drain_files.iter().map(|path| -> Box<dyn Kind> {
-        Box::new(File {
+pub fn from_config(config: &Config) -> impl Iterator<Item = AnyKind> + '_ {
+    config.drain_files.iter().map(|path| -> AnyKind {
+        AnyKind::File(File {
             path: path.clone(),
             shown: path.display().to_string(),
         })
@@ -52,22 +51,16 @@ pub fn verdict(seen: &Seen) -> Answer {
 }
 
 impl Kind for File {
-    fn name(&self) -> &'static str {
-        "file"
-    }
-
-    fn target(&self) -> &str {
-        &self.shown
-    }
-
-    fn public_target(&self) -> String {
-        self.shown.clone()
-    }
-
     /// A file's content is the app's own business: it never drives task
     /// protection.
-    fn protects(&self) -> bool {
-        false
+    fn about(&self) -> About {
+        About {
+            name: "file",
+            target: self.shown.clone(),
+            public: self.shown.clone(),
+            thread: false,
+            protects: false,
+        }
     }
 
     fn ask(&self) -> How {

@@ -35,51 +35,91 @@ pub const MAX_POLLS: usize = 8;
 /// Task protection over several sources: see `core::protect`.
 pub use crate::core::protect::protect_busy;
 
-/// A kind of drain source: what it is called, how it is asked, how its
-/// answer reads, and what it needs of the shell. A new kind is one file
-/// implementing this and one line in `kinds`.
-pub trait Kind: std::fmt::Debug {
-    /// As the report and the logs name the kind: "url".
-    fn name(&self) -> &'static str;
-    /// The source as configured (the report, the logs).
-    fn target(&self) -> &str;
-    /// The source as the health listener may show it to anyone.
-    fn public_target(&self) -> String;
-    /// Asked on a request thread (the round's lane `Lane::Poll`, and
-    /// `Lane::Protect` for protection): the shell starts one per such
-    /// source before the child. False: no thread (a process, a `stat`).
-    fn thread(&self) -> bool {
-        false
-    }
-    /// A URL whose host name the shell checks at start.
-    fn host(&self) -> Option<&str> {
-        None
-    }
-    /// Asked for task protection while the app runs.
-    fn protects(&self) -> bool {
-        true
-    }
+/// A kind of drain source: what a source of it is (`About`), how it is
+/// asked, how its answer reads. A new kind is one file implementing this,
+/// one variant of `AnyKind` (named again in `each!`) and one line in
+/// `kinds`.
+pub trait Kind {
+    /// What the source is, as the report, the listener and the shell see it.
+    fn about(&self) -> About;
     /// How to ask it once.
     fn ask(&self) -> How;
     /// What an answer to that says.
     fn read(&self, reply: Reply<'_>) -> Read;
 }
 
+/// A source of any kind: one variant per kind (dispatched without a
+/// vtable, so each kind's code is inlined where it is used).
+pub enum AnyKind {
+    Url(url::Url),
+    Exec(exec::Exec),
+    File(file::File),
+}
+
+/// Runs `$body` with `$k` bound to the kind inside `$any`: the one place
+/// besides `AnyKind` that names every variant.
+macro_rules! each {
+    ($any:expr, $k:ident => $body:expr) => {
+        match $any {
+            AnyKind::Url($k) => $body,
+            AnyKind::Exec($k) => $body,
+            AnyKind::File($k) => $body,
+        }
+    };
+}
+
+impl AnyKind {
+    pub fn about(&self) -> About {
+        each!(self, k => k.about())
+    }
+
+    pub fn ask(&self) -> How {
+        each!(self, k => k.ask())
+    }
+
+    pub fn read(&self, reply: Reply<'_>) -> Read {
+        each!(self, k => k.read(reply))
+    }
+}
+
+/// What a source is.
+#[derive(Debug, Clone)]
+pub struct About {
+    /// Its kind, as the report and the logs name it: "url".
+    pub name: &'static str,
+    /// As configured (the report, the logs).
+    pub target: String,
+    /// As the health listener may show it to anyone.
+    pub public: String,
+    /// Asked on a request thread (the round's lane `Lane::Poll`, and
+    /// `Lane::Protect` for protection): the shell starts one per such
+    /// source before the child. False: no thread (a process, a `stat`).
+    pub thread: bool,
+    /// Asked for task protection while the app runs.
+    pub protects: bool,
+}
+
 /// The run's sources, in the order the report lists them: one line per kind.
-pub fn kinds(config: &Config) -> Vec<Box<dyn Kind>> {
-    url::from_config(config)
-        .chain(exec::from_config(config))
-        .chain(file::from_config(config))
-        .collect()
+pub fn kinds(config: &Config) -> Vec<AnyKind> {
+    let mut kinds = Vec::new();
+    kinds.extend(url::from_config(config));
+    kinds.extend(exec::from_config(config));
+    kinds.extend(file::from_config(config));
+    kinds
 }
 
 /// Request threads the run's sources need on a lane (the shell starts
-/// them before the child), and the URLs whose host names it checks.
+/// them before the child), and the URLs they ask, whose host names it
+/// checks at start.
 pub fn threads(config: &Config) -> (usize, Vec<String>) {
-    let kinds = kinds(config);
-    let n = kinds.iter().filter(|k| k.thread()).count();
-    let hosts = kinds.iter().filter_map(|k| k.host().map(String::from));
-    (n, hosts.collect())
+    let (mut n, mut hosts) = (0, Vec::new());
+    for kind in kinds(config) {
+        n += usize::from(kind.about().thread);
+        if let How::Send(target) = kind.ask() {
+            hosts.push(target.url);
+        }
+    }
+    (n, hosts)
 }
 
 /// How a source is asked.
@@ -166,9 +206,9 @@ struct Run {
 }
 
 /// The drain sources as one part of the core.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct Sources {
-    kinds: Vec<Box<dyn Kind>>,
+    kinds: Vec<AnyKind>,
     pub board: Board,
     /// When each source last answered (for `/status`).
     pub answered_at: Vec<Option<Instant>>,
@@ -194,9 +234,11 @@ impl Sources {
         let kinds = kinds(config);
         let mut board = Board::default();
         for kind in &kinds {
-            board.add(kind.name(), kind.target());
+            let about = kind.about();
+            board.add(about.name, &about.target);
             if let Some(source) = board.sources.last_mut() {
-                source.public = kind.public_target();
+                source.public = about.public;
+                source.protects = about.protects;
             }
         }
         Sources {
@@ -275,7 +317,7 @@ impl Sources {
         asks: &mut Asks,
     ) -> usize {
         let asked: Vec<usize> = (0..self.kinds.len())
-            .filter(|&i| self.kinds[i].protects())
+            .filter(|&i| self.board.sources[i].protects)
             .collect();
         let n = asked.len();
         self.queued
@@ -534,6 +576,8 @@ pub struct Source {
     pub target: String,
     /// The target as the health listener may show it to anyone.
     pub public: String,
+    /// Asked for task protection.
+    pub protects: bool,
     /// Reported ready at least once during this stop: sticks.
     pub ready: bool,
     pub last: Option<Answer>,
@@ -560,6 +604,7 @@ impl Board {
             kind,
             target: target.to_string(),
             public: target.to_string(),
+            protects: true,
             ready: false,
             last: None,
             pending: false,

@@ -5,11 +5,10 @@
 
 use crate::core::event::Answer;
 use crate::core::settings::Config;
-use crate::core::sources::{How, Kind, Read, Reply};
+use crate::core::sources::{About, AnyKind, How, Kind, Read, Reply};
 use crate::proto::drain_body;
 use crate::proto::http::Target;
 
-#[derive(Debug)]
 pub struct Url {
     url: String,
     field: String,
@@ -17,9 +16,9 @@ pub struct Url {
 }
 
 /// The URL sources of a run, in the order given.
-pub fn from_config(config: &Config) -> impl Iterator<Item = Box<dyn Kind>> + '_ {
-    config.drain_urls.iter().map(|url| -> Box<dyn Kind> {
-        Box::new(Url {
+pub fn from_config(config: &Config) -> impl Iterator<Item = AnyKind> + '_ {
+    config.drain_urls.iter().map(|url| -> AnyKind {
+        AnyKind::Url(Url {
             url: url.clone(),
             field: config.drain_field.clone(),
             count_field: config.drain_count_field.clone(),
@@ -40,24 +39,14 @@ pub fn public_url(url: &str) -> String {
 }
 
 impl Kind for Url {
-    fn name(&self) -> &'static str {
-        "url"
-    }
-
-    fn target(&self) -> &str {
-        &self.url
-    }
-
-    fn public_target(&self) -> String {
-        public_url(&self.url)
-    }
-
-    fn thread(&self) -> bool {
-        true
-    }
-
-    fn host(&self) -> Option<&str> {
-        Some(&self.url)
+    fn about(&self) -> About {
+        About {
+            name: "url",
+            target: self.url.clone(),
+            public: public_url(&self.url),
+            thread: true,
+            protects: true,
+        }
     }
 
     fn ask(&self) -> How {

@@ -36,7 +36,7 @@ pub fn active(config: &Config) -> bool {
 #[derive(Debug)]
 pub struct Watch {
     pub ecs: ecs::Watch,
-    timers: Slots<1>,
+    timers: Slots,
     /// The container request and the task poll out.
     container: Option<Token>,
     task: Option<Token>,
@@ -53,7 +53,7 @@ impl Watch {
         let container = asks.send(Owner::Watch, kind, Lane::Ecs, target, None, interval);
         let mut watch = Watch {
             ecs: watch,
-            timers: Slots::new([Timer::EcsPoll]),
+            timers: Slots::default(),
             container: Some(container),
             task: None,
         };
