@@ -49,7 +49,6 @@ impl Kind for Exec {
             name: "exec",
             target: self.cmd.text.clone(),
             public: public_command(&self.cmd.text),
-            thread: false,
             protects: true,
         }
     }

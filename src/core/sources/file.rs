@@ -58,7 +58,6 @@ impl Kind for File {
             name: "file",
             target: self.shown.clone(),
             public: self.shown.clone(),
-            thread: false,
             protects: false,
         }
     }

@@ -91,10 +91,6 @@ pub struct About {
     pub target: String,
     /// As the health listener may show it to anyone.
     pub public: String,
-    /// Asked on a request thread (the round's lane `Lane::Poll`, and
-    /// `Lane::Protect` for protection): the shell starts one per such
-    /// source before the child. False: no thread (a process, a `stat`).
-    pub thread: bool,
     /// Asked for task protection while the app runs.
     pub protects: bool,
 }
@@ -109,23 +105,25 @@ pub fn kinds(config: &Config) -> Vec<AnyKind> {
 }
 
 /// Request threads the run's sources need on a lane (the shell starts
-/// them before the child), and the URLs they ask, whose host names it
-/// checks at start.
+/// them before the child): one per source its kind asks by a request
+/// (`How::Send`); and the URLs they ask, whose host names it checks at
+/// start.
 pub fn threads(config: &Config) -> (usize, Vec<String>) {
-    let (mut n, mut hosts) = (0, Vec::new());
+    let mut hosts = Vec::new();
     for kind in kinds(config) {
-        n += usize::from(kind.about().thread);
         if let How::Send(target) = kind.ask() {
             hosts.push(target.url);
         }
     }
-    (n, hosts)
+    (hosts.len(), hosts)
 }
 
-/// How a source is asked.
+/// How a source is asked, and so which lane it needs.
 #[derive(Debug, Clone)]
 pub enum How {
-    /// An HTTP request (answered by `Input::Http`).
+    /// An HTTP request on a request thread: the round's lane (`Lane::Poll`)
+    /// or protection's (`Lane::Protect`), whose threads the shell starts
+    /// before the child (answered by `Input::Http`).
     Send(Target),
     /// A command run, killed when its time is up (`Input::RunEnded`).
     Run(Cmd),

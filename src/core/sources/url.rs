@@ -44,7 +44,6 @@ impl Kind for Url {
             name: "url",
             target: self.url.clone(),
             public: public_url(&self.url),
-            thread: true,
             protects: true,
         }
     }
