@@ -25,6 +25,7 @@ use crate::core::protect::Protection;
 use crate::core::settings::Config;
 use crate::core::sources::{Reply, Said, Sources};
 use crate::core::timeline::{Event, Settings, Timeline};
+use crate::core::timers::earliest;
 use crate::core::watch::Watch;
 use crate::proto::http::{Failure, Response};
 use crate::util::text::Fold;
@@ -98,10 +99,6 @@ impl<'a> Machine<'a> {
     pub fn poll_timeout(&self) -> Option<Instant> {
         let watch = self.watch.as_ref().and_then(Watch::next_timer);
         let protection = self.protection.as_ref().and_then(Protection::next_timer);
-        let earliest = |a: Option<Instant>, b: Option<Instant>| match (a, b) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
         let parts = earliest(self.timeline.next_timer(), self.sources.next_timer());
         earliest(parts, earliest(watch, protection))
     }

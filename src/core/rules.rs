@@ -35,9 +35,16 @@ pub fn deadline(since: Instant, grace: Option<Duration>) -> Option<Instant> {
 
 /// The time a request or command may take: `limit`, never past the
 /// deadline (at least 1 ms). A hook gets at most half the time left
-/// (`share` 2), so the stop signal always comes well before the deadline.
-pub fn time_left(limit: Duration, deadline: Option<Instant>, now: Instant, share: u32) -> Duration {
-    let left = deadline.map_or(limit, |d| d.saturating_duration_since(now) / share);
+/// (`half`), so the stop signal always comes well before the deadline.
+pub fn time_left(limit: Duration, deadline: Option<Instant>, now: Instant, half: bool) -> Duration {
+    let left = deadline.map_or(limit, |d| {
+        let left = d.saturating_duration_since(now);
+        if half {
+            left / 2
+        } else {
+            left
+        }
+    });
     limit.min(left).max(Duration::from_millis(1))
 }
 
@@ -140,8 +147,11 @@ mod tests {
     fn run_timeouts_stop_at_the_deadline() {
         let now = Instant::now();
         let s = Duration::from_secs;
-        assert_eq!(time_left(s(5), None, now, 1), s(5));
-        assert_eq!(time_left(s(5), Some(now + s(2)), now, 1), s(2));
-        assert_eq!(time_left(s(5), Some(now), now, 1), Duration::from_millis(1));
+        assert_eq!(time_left(s(5), None, now, false), s(5));
+        assert_eq!(time_left(s(5), Some(now + s(2)), now, false), s(2));
+        assert_eq!(
+            time_left(s(5), Some(now), now, false),
+            Duration::from_millis(1)
+        );
     }
 }

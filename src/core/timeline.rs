@@ -265,7 +265,7 @@ impl Timeline {
 
     /// The child runs and no stop began (ECS pollers work only then).
     pub fn is_running(&self) -> bool {
-        self.state == State::Running
+        matches!(self.state, State::Running)
     }
 
     /// The main child has not been seen to end.
@@ -276,7 +276,8 @@ impl Timeline {
     /// The answer with this ticket is still awaited: a stale one (late,
     /// abandoned, after escalation) must not count or be logged.
     pub fn awaits(&self, ticket: Ticket) -> bool {
-        self.poll.is_some_and(|(t, _)| t == ticket) || self.state == State::Hook(ticket)
+        self.poll.is_some_and(|(t, _)| t == ticket)
+            || matches!(self.state, State::Hook(t) if t == ticket)
     }
 
     /// One of the timeline's timers (None: not armed). `Deadline` is the
@@ -316,7 +317,7 @@ impl Timeline {
     /// app gets its stop signal now unless it already had it. No hook, no
     /// delay and no poll follow: the deadline is what is left to keep.
     pub fn resume(&mut self, now: Instant, stop: Stop, signal_sent: bool, out: &mut Vec<Action>) {
-        if self.state != State::Running {
+        if !matches!(self.state, State::Running) {
             return;
         }
         self.seen = Some(now);
@@ -349,7 +350,7 @@ impl Timeline {
         match event {
             Event::Signal(signo) => self.on_signal(now, signo, out),
             Event::EcsStop => {
-                if self.state == State::Running {
+                if matches!(self.state, State::Running) {
                     let signal = self.default_stop_signal();
                     self.begin_stop(now, Trigger::Ecs, signal, Some(signal), out);
                 }
@@ -361,7 +362,7 @@ impl Timeline {
                 }
             }
             Event::HookDone(ticket) => {
-                if self.state == State::Hook(ticket) {
+                if matches!(self.state, State::Hook(t) if t == ticket) {
                     self.send_stop_signal(now, out);
                 }
             }
@@ -391,7 +392,7 @@ impl Timeline {
             return;
         };
         self.poll = None;
-        if self.state != State::Draining {
+        if !matches!(self.state, State::Draining) {
             return;
         }
         if ready {
@@ -529,7 +530,7 @@ impl Timeline {
         }
         let ticket = self.ticket();
         let deadline = self.stop.and_then(|s| s.deadline);
-        let timeout = rules::time_left(self.settings.hook_timeout, deadline, now, 2);
+        let timeout = rules::time_left(self.settings.hook_timeout, deadline, now, true);
         out.push(Action::Send {
             ticket,
             request: Request::Hook,
@@ -555,7 +556,7 @@ impl Timeline {
     fn start_poll(&mut self, now: Instant, out: &mut Vec<Action>) {
         let ticket = self.ticket();
         let deadline = self.stop.and_then(|s| s.deadline);
-        let timeout = rules::time_left(self.settings.drain_interval, deadline, now, 1);
+        let timeout = rules::time_left(self.settings.drain_interval, deadline, now, false);
         // The next round is due an interval on, once this one is answered.
         self.poll = Some((ticket, Some(now + self.settings.drain_interval)));
         self.timers.set(Timer::Round, None);

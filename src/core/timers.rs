@@ -72,7 +72,15 @@ impl Slots {
 
     /// The earliest armed slot.
     pub fn next(&self) -> Option<Instant> {
-        self.at.iter().flatten().copied().min()
+        self.at.iter().fold(None, |next, at| earliest(next, *at))
+    }
+}
+
+/// The earlier of two moments, either of which may be unset.
+pub fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
 
@@ -141,11 +149,11 @@ impl Timers {
 
     /// The earliest armed timer: when the shell must wake without an input.
     pub fn next(&self) -> Option<Instant> {
-        let runs = self.runs.iter().map(|(_, at)| *at).min();
-        match (self.fixed.next(), runs) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let runs = self
+            .runs
+            .iter()
+            .fold(None, |next, (_, at)| earliest(next, Some(*at)));
+        earliest(self.fixed.next(), runs)
     }
 }
 

@@ -314,22 +314,15 @@ impl Sources {
         stop: Stopping,
         asks: &mut Asks,
     ) -> usize {
-        let asked: Vec<usize> = (0..self.kinds.len())
-            .filter(|&i| self.board.sources[i].protects)
-            .collect();
-        let n = asked.len();
-        self.queued
-            .extend(asked.into_iter().map(|i| Ask::Protect(i, interval)));
+        let before = self.queued.len();
+        for (i, source) in self.board.sources.iter().enumerate() {
+            if source.protects {
+                self.queued.push(Ask::Protect(i, interval));
+            }
+        }
+        let n = self.queued.len() - before;
         self.pump(now, stop, asks);
         n
-    }
-
-    /// Asks out for a round (or for protection): requests and runs not yet
-    /// answered, stale ones included, since their thread or process still
-    /// exists.
-    fn in_flight(&self, round: bool) -> usize {
-        let counts = |a: &Ask| matches!(a, Ask::Round(..)) == round;
-        self.out.iter().filter(|(_, a)| counts(a)).count()
     }
 
     /// Starts the queued asks that have a slot: at most `MAX_POLLS` of
@@ -340,7 +333,15 @@ impl Sources {
             return;
         }
         let mut waiting = std::mem::take(&mut self.queued);
-        let (mut round, mut protect) = (self.in_flight(true), self.in_flight(false));
+        // Asks out of each purpose: requests and runs not yet answered,
+        // stale ones included, since their thread or process still exists.
+        let (mut round, mut protect) = (0, 0);
+        for (_, ask) in &self.out {
+            match ask {
+                Ask::Round(..) => round += 1,
+                Ask::Protect(..) => protect += 1,
+            }
+        }
         waiting.retain(|ask| {
             let slot = match ask {
                 Ask::Round(..) => &mut round,
@@ -379,11 +380,11 @@ impl Sources {
         };
         let token = match self.kinds[index].ask() {
             How::Send(target) => {
-                let timeout = rules::time_left(interval, stop.deadline, now, 1);
+                let timeout = rules::time_left(interval, stop.deadline, now, false);
                 asks.send(Owner::Sources, kind, lane, target, None, timeout)
             }
             How::Run(cmd) => {
-                let limit = rules::time_left(run_limit, stop.deadline, now, 1);
+                let limit = rules::time_left(run_limit, stop.deadline, now, false);
                 let token = asks.run(Owner::Sources, cmd);
                 self.runs.push(Run {
                     token,
