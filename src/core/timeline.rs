@@ -231,15 +231,20 @@ impl Timeline {
         let Some(seen) = self.seen else {
             return Phase::Running;
         };
-        let at = |timer| self.timers.get(timer).unwrap_or(seen);
+        // The moment the state waits for, from its slot.
+        let slot = match self.state {
+            State::PreStop => Timer::PreStop,
+            State::Hook(_) => Timer::Hook,
+            State::Ready => Timer::ReadyKill,
+            _ => Timer::OrphanGrace,
+        };
+        let at = self.timers.get(slot).unwrap_or(seen);
         match self.state {
             State::Running => Phase::Running,
-            State::PreStop => Phase::PreStop {
-                until: at(Timer::PreStop),
-            },
+            State::PreStop => Phase::PreStop { until: at },
             State::Hook(ticket) => Phase::Hook {
                 ticket,
-                give_up_at: at(Timer::Hook),
+                give_up_at: at,
             },
             State::Draining => Phase::Draining {
                 next_poll: self
@@ -247,14 +252,9 @@ impl Timeline {
                     .get(Timer::Round)
                     .or(self.poll.and_then(|(_, next)| next)),
             },
-            State::Ready => Phase::Ready {
-                kill_at: at(Timer::ReadyKill),
-            },
+            State::Ready => Phase::Ready { kill_at: at },
             State::Killed(Kill { reason, failed }) => Phase::Killed { reason, failed },
-            State::OrphanGrace(outcome) => Phase::OrphanGrace {
-                until: at(Timer::OrphanGrace),
-                outcome,
-            },
+            State::OrphanGrace(outcome) => Phase::OrphanGrace { until: at, outcome },
             State::Done(outcome) => Phase::Done { outcome },
         }
     }
