@@ -1,7 +1,8 @@
 //! Commands and files as drain sources and stop hooks: parsing and
 //! validating a command (its program found on `PATH` once, at start),
 //! starting one in its own process group, killing that group, and looking
-//! at a drain file's time (the verdict is the core's). The one reaper hands back every command's status.
+//! at a drain file's time (the verdict is the core's). The one reaper
+//! hands back every command's status.
 
 use std::io;
 use std::os::unix::fs::PermissionsExt;
