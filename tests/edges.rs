@@ -545,6 +545,48 @@ fn a_panic_of_the_core_once_leaves_the_stop_to_the_fallback_core() {
 }
 
 #[test]
+fn the_last_resort_keeps_the_code_of_a_child_that_exits_by_itself_as_the_kill_goes_out() {
+    // The core fails on TERM twice, so the last resort keeps the 1 s
+    // deadline. At the deadline it stands at a gate just before its
+    // SIGKILL; the child exits by itself (code 7) meanwhile and is still
+    // unreaped when the kill goes out. The timeline keeps the child's own
+    // code in that case (`core::rules::child_outcome`); so must the last
+    // resort: 7, not the deadline's 124.
+    let scratch = Scratch::new("last-resort-own-code");
+    let report = scratch.file("report.json");
+    let gate = scratch.file("gate");
+    let mut d = drainit(["--grace", "1s", "--exit-report", path_str(&report)])
+        .binary(&built(Build::GlibcFaults))
+        .env("DRAINIT_TEST_FAULT", "core,last_resort_kill=gate")
+        .env("DRAINIT_TEST_GATE", path_str(&gate))
+        .with_args(sh(
+            &scratch,
+            "trap 'touch \"$D/term\"' TERM; touch \"$D/ready\"; \
+             while [ ! -e \"$D/go\" ]; do sleep 0.05; done; exit 7",
+        ))
+        .start();
+    scratch.wait_file("ready");
+    d.signal(libc::SIGTERM);
+    scratch.wait_file("term");
+    // The deadline passed: the last resort is about to kill.
+    scratch.wait_file("gate.reached");
+    let child = d.wait_child();
+    scratch.touch("go");
+    wait_for("the child to exit by itself", PATIENCE, || {
+        zombie_children(d.pid()).contains(&child).then_some(())
+    });
+    scratch.touch("gate");
+    let status = d.wait_status(PATIENCE);
+    assert_eq!(status.code(), Some(7), "{}", d.stderr());
+    assert!(
+        d.stderr()
+            .contains("deadline reached after the event loop failed"),
+        "the kill went out: {}",
+        d.stderr()
+    );
+}
+
+#[test]
 fn a_panic_in_the_last_resort_restarts_it() {
     // The core fails on HUP twice (the first core and the fallback's): the
     // last resort delivers HUP; its own panic on USR1 restarts it, and it

@@ -13,7 +13,8 @@ use std::io::Write;
 use std::time::Duration;
 
 use crate::core::settings::{Cmd, Config, Notice};
-use crate::core::sources::{public_target, public_url, Kind as SourceKind};
+use crate::core::sources::exec::public_command;
+use crate::core::sources::url::public_url;
 use crate::proto::drain_body;
 use crate::proto::http::{parse_url, Target};
 use crate::util::text::escape;
@@ -250,10 +251,7 @@ fn drain_url(url: &str, pointer: &str, findings: &mut Findings) {
 
 /// A drain command, run once within `timeout` as during a stop.
 fn drain_exec(cmd: &Cmd, timeout: Duration, findings: &mut Findings) {
-    let what = format!(
-        "drain command {}",
-        escape(&public_target(SourceKind::Exec, &cmd.text), 200)
-    );
+    let what = format!("drain command {}", escape(&public_command(&cmd.text), 200));
     let pid = match crate::io::commands::start(cmd) {
         Ok(pid) => pid,
         Err(e) => return findings.say(Level::Error, format_args!("{what}: cannot start: {e}")),

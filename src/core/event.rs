@@ -4,7 +4,7 @@
 //! request or a command run to the answer that comes back for it.
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::core::outcome::Ended;
 use crate::core::settings::Cmd;
@@ -61,8 +61,8 @@ pub enum Input {
         token: Token,
         result: Result<Response, Failure>,
     },
-    /// A drain file was looked at.
-    File { token: Token, answer: Answer },
+    /// A drain file was looked at (the verdict is the core's).
+    File { token: Token, seen: Seen },
     /// The escalation's SIGKILL reached neither the group nor the child.
     KillFailed,
     /// `TerminateOthers` found no other process to signal.
@@ -80,7 +80,7 @@ pub enum Input {
 /// never wait behind a stuck ECS agent or hook, nor the other way round.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lane {
-    /// Drain rounds (at most `core::drain::MAX_POLLS` at once).
+    /// Drain rounds (at most `core::sources::MAX_POLLS` at once).
     Poll,
     /// Task protection's polls and requests.
     Protect,
@@ -123,6 +123,20 @@ pub enum Action {
     },
     /// The run is over: the shell writes the report and exits.
     Exit,
+}
+
+/// What one look at a drain file found: io makes the `stat`, the core
+/// judges it (`core::sources::file::verdict`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Seen {
+    /// The file's time, and when the stop began, both on the wall clock.
+    Written {
+        mtime: SystemTime,
+        stop_began: SystemTime,
+    },
+    Absent,
+    /// Any other failure of the `stat`.
+    Unreadable(String),
 }
 
 /// One answer of one source.

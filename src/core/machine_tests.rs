@@ -3,14 +3,18 @@
 //! runs and their timers) and the fallback that takes a stop over.
 
 use super::*;
-use crate::core::drain;
 use crate::core::event::Note;
+use crate::core::outcome::{Ended, Trigger};
 use crate::core::settings::Cmd;
 use crate::core::settings::{EcsConfig, LogFormat, NotifyConfig, ProtectConfig};
+use crate::core::sources as drain;
+use crate::core::timers::Timer;
 use crate::proto::http::Target;
+use crate::proto::http::{Failure, Response};
 use crate::proto::notify_msg::Access;
 use std::path::PathBuf;
 use std::sync::OnceLock;
+use std::time::Duration;
 
 const TERM: i32 = libc::SIGTERM;
 const CHILD: i32 = 4242;
@@ -25,7 +29,7 @@ fn ms(n: u64) -> Duration {
 }
 
 /// grace 10 s, rounds every 1 s, ready grace 2 s, nothing else.
-fn config() -> Config {
+pub(crate) fn config() -> Config {
     Config {
         program: "app".into(),
         args: Vec::new(),
@@ -391,8 +395,8 @@ fn protection_follows_the_app_and_ends_with_the_stop() {
     // The stop ends the pollers: no ECS or protection timer remains.
     m.handle(t(21_000), Input::Signal(TERM));
     actions(&mut m);
-    assert_eq!(m.timers.get(Timer::EcsPoll), None);
-    assert_eq!(m.timers.get(Timer::ProtectPoll), None);
+    assert_eq!(m.timer(Timer::EcsPoll), None);
+    assert_eq!(m.timer(Timer::ProtectPoll), None);
 }
 
 #[test]
@@ -411,11 +415,7 @@ fn protection_leaves_the_state_alone_when_a_source_gives_no_answer() {
         },
     );
     assert_eq!(put_state(&actions(&mut m)), None);
-    assert_eq!(
-        m.timers.get(Timer::ProtectPoll),
-        Some(t(10_000)),
-        "polls go on"
-    );
+    assert_eq!(m.timer(Timer::ProtectPoll), Some(t(10_000)), "polls go on");
 }
 
 #[test]
@@ -438,11 +438,7 @@ fn ecs_stopped_begins_the_stop_and_the_platform_signal_is_absorbed_once() {
     assert_eq!(forwards(&actions(&mut m)), [(TERM, true)]);
     assert_eq!(m.summary().stop_trigger, Some(Trigger::Ecs));
     assert_eq!(m.summary().ecs_task_arn.as_deref(), Some("arn"));
-    assert_eq!(
-        m.timers.get(Timer::EcsPoll),
-        None,
-        "no polls during the stop"
-    );
+    assert_eq!(m.timer(Timer::EcsPoll), None, "no polls during the stop");
     m.handle(t(200), Input::Signal(TERM));
     assert!(forwards(&actions(&mut m)).is_empty(), "absorbed");
     m.handle(t(300), Input::Signal(TERM));

@@ -1,38 +1,24 @@
 //! The stop timeline as a pure state machine: it takes an event and the
 //! current instant and returns what to do (forward a signal, send a request,
-//! kill, exit). No clock, no syscall, no thread: the machine (`machine.rs`)
-//! performs the actions through the shell and keeps `timers` in its table. Requests in
-//! flight are tracked here by ticket, so a late or abandoned answer is
-//! recognised and none can be forgotten. The deadline is a value inside the
-//! machine, so later event sources can move it.
+//! kill, exit). No clock, no syscall, no thread. It owns its phase and its
+//! timer slots (the deadline, the delay, the hook's time, the next round,
+//! the ready grace, the orphan grace, the kill watchdog): it arms and
+//! disarms them itself, fires what is due from them, and the machine asks
+//! it for its next one (`next_timer`). Requests in flight are tracked here
+//! by ticket, so a late or abandoned answer is recognised and none can be
+//! forgotten. What a kill, a failed kill and the child's end mean is
+//! `core::rules`, which the shell's last resort calls too.
 
 use std::time::{Duration, Instant};
 
 use crate::core::outcome::{Ended, Outcome, Trigger};
-use crate::core::timers::{Timer, TIMELINE};
+pub use crate::core::rules::Escalation;
+use crate::core::rules::{self, Kill};
+use crate::core::timers::{Slots, Timer, TIMELINE};
 
 /// What the timeline needs from the configuration: the configuration's
 /// own value (`Config::timeline`).
 pub use crate::core::settings::TimelineSettings as Settings;
-
-/// Why drainit sent SIGKILL.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Escalation {
-    /// The app reported ready and `--ready-grace` ran out.
-    Ready,
-    /// The deadline passed.
-    Deadline,
-}
-
-impl Escalation {
-    /// The outcome when the escalation's SIGKILL ended the child.
-    fn outcome(self) -> Outcome {
-        match self {
-            Escalation::Ready => Outcome::Drained,
-            Escalation::Deadline => Outcome::Deadline,
-        }
-    }
-}
 
 /// Names one request; an answer whose ticket is no longer awaited is stale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,7 +111,8 @@ pub enum Action {
 /// child sleeps uninterruptibly in the kernel.
 pub const KILL_WATCHDOG: Duration = Duration::from_secs(5);
 
-/// Where the run is. Each variant carries the moment it waits for.
+/// Where the run is, as others see it: each variant carries the moment it
+/// waits for, read from the timeline's timer slots.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Phase {
     /// The child runs; signals are forwarded as they come.
@@ -148,6 +135,20 @@ pub enum Phase {
     Done { outcome: Outcome },
 }
 
+/// Where the run is, as the timeline keeps it: the moments it waits for
+/// are in its timer slots, nowhere else.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum State {
+    Running,
+    PreStop,
+    Hook(Ticket),
+    Draining,
+    Ready,
+    Killed(Kill),
+    OrphanGrace(Outcome),
+    Done(Outcome),
+}
+
 /// The one stop of a run: never restarted once begun.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Stop {
@@ -167,34 +168,37 @@ pub struct Stop {
 #[derive(Debug)]
 pub struct Timeline {
     settings: Settings,
-    phase: Phase,
+    state: State,
     stop: Option<Stop>,
-    /// The poll in flight, if any: one at a time.
-    poll: Option<Ticket>,
+    /// The poll in flight, if any (one at a time), and when the next round
+    /// is due once it is answered: the round's slot stays disarmed while it
+    /// is out.
+    poll: Option<(Ticket, Option<Instant>)>,
     next_ticket: u32,
-    /// In `Killed`, when the kill counts as failed if the child is still
-    /// there (`KILL_WATCHDOG` after it); fires once.
-    kill_watchdog: Option<Instant>,
+    timers: Slots,
     /// `--grace-max`: extensions never move the deadline past t0 + this.
     grace_max: Option<Duration>,
     /// When the app got its stop signal: the readiness word counts after.
     signalled_at: Option<Instant>,
     /// An extension already moved the deadline in this stop.
     extended: bool,
+    /// The last instant an event came with.
+    seen: Option<Instant>,
 }
 
 impl Timeline {
     pub fn new(settings: Settings) -> Timeline {
         Timeline {
             settings,
-            phase: Phase::Running,
+            state: State::Running,
             stop: None,
             poll: None,
             next_ticket: 0,
-            kill_watchdog: None,
+            timers: Slots::default(),
             grace_max: None,
             signalled_at: None,
             extended: false,
+            seen: None,
         }
     }
 
@@ -203,8 +207,40 @@ impl Timeline {
         self.grace_max = grace_max;
     }
 
+    /// The phase, with the moments it waits for.
     pub fn phase(&self) -> Phase {
-        self.phase
+        // Nothing happened yet: running. Every later state arms its slot
+        // as it is entered; the last instant seen only stands in should one
+        // not be.
+        let Some(seen) = self.seen else {
+            return Phase::Running;
+        };
+        // The moment the state waits for, from its slot.
+        let slot = match self.state {
+            State::PreStop => Timer::PreStop,
+            State::Hook(_) => Timer::Hook,
+            State::Ready => Timer::ReadyKill,
+            _ => Timer::OrphanGrace,
+        };
+        let at = self.timers.get(slot).unwrap_or(seen);
+        match self.state {
+            State::Running => Phase::Running,
+            State::PreStop => Phase::PreStop { until: at },
+            State::Hook(ticket) => Phase::Hook {
+                ticket,
+                give_up_at: at,
+            },
+            State::Draining => Phase::Draining {
+                next_poll: self
+                    .timers
+                    .get(Timer::Round)
+                    .or(self.poll.and_then(|(_, next)| next)),
+            },
+            State::Ready => Phase::Ready { kill_at: at },
+            State::Killed(Kill { reason, failed }) => Phase::Killed { reason, failed },
+            State::OrphanGrace(outcome) => Phase::OrphanGrace { until: at, outcome },
+            State::Done(outcome) => Phase::Done { outcome },
+        }
     }
 
     pub fn stop(&self) -> Option<Stop> {
@@ -213,68 +249,51 @@ impl Timeline {
 
     /// The child runs and no stop began (ECS pollers work only then).
     pub fn is_running(&self) -> bool {
-        self.phase == Phase::Running
+        matches!(self.state, State::Running)
     }
 
     /// The main child has not been seen to end.
     pub fn child_alive(&self) -> bool {
-        !matches!(self.phase, Phase::OrphanGrace { .. } | Phase::Done { .. })
+        !matches!(self.state, State::OrphanGrace(_) | State::Done(_))
     }
 
     /// The answer with this ticket is still awaited: a stale one (late,
     /// abandoned, after escalation) must not count or be logged.
     pub fn awaits(&self, ticket: Ticket) -> bool {
-        self.poll == Some(ticket)
-            || matches!(self.phase, Phase::Hook { ticket: t, .. } if t == ticket)
+        self.poll.is_some_and(|(t, _)| t == ticket)
+            || matches!(self.state, State::Hook(t) if t == ticket)
     }
 
-    /// The kill watchdog, while a sent SIGKILL still waits for the child.
-    fn watchdog_armed(&self) -> Option<Instant> {
-        match self.phase {
-            Phase::Killed { failed: false, .. } => self.kill_watchdog,
-            _ => None,
-        }
-    }
-
-    /// The deadline matters until drainit has escalated or the child is gone.
-    fn deadline_armed(&self) -> Option<Instant> {
-        match self.phase {
-            Phase::PreStop { .. }
-            | Phase::Hook { .. }
-            | Phase::Draining { .. }
-            | Phase::Ready { .. } => self.stop.and_then(|s| s.deadline),
-            _ => None,
-        }
-    }
-
-    /// The timeline's timers, by what each is for (None: not armed); the
-    /// core keeps them in its one timer table.
-    pub fn timers(&self) -> [(Timer, Option<Instant>); 7] {
-        let mut out = TIMELINE.map(|t| (t, None));
-        let phase = match self.phase {
-            Phase::PreStop { until } => Some((Timer::PreStop, until)),
-            Phase::Hook { give_up_at, .. } => Some((Timer::Hook, give_up_at)),
-            Phase::Draining {
-                next_poll: Some(at),
-            } if self.poll.is_none() => Some((Timer::Round, at)),
-            Phase::Ready { kill_at } => Some((Timer::ReadyKill, kill_at)),
-            Phase::OrphanGrace { until, .. } => Some((Timer::OrphanGrace, until)),
-            _ => None,
-        };
-        for (timer, at) in &mut out {
-            *at = match *timer {
-                Timer::Deadline => self.deadline_armed(),
-                Timer::Watchdog => self.watchdog_armed(),
-                t => phase.filter(|(p, _)| *p == t).map(|(_, at)| at),
-            };
-        }
-        out
+    /// One of the timeline's timers (None: not armed). `Deadline` is the
+    /// one that still holds: until drainit escalated or the child is gone.
+    pub fn timer(&self, timer: Timer) -> Option<Instant> {
+        self.timers.get(timer)
     }
 
     /// The next moment something is due without an event; None: sleep
     /// until an event comes.
     pub fn next_timer(&self) -> Option<Instant> {
-        self.timers().into_iter().filter_map(|(_, at)| at).min()
+        self.timers.next()
+    }
+
+    /// A timer is due at `now`: a `Tick` would do something.
+    pub fn due(&self, now: Instant) -> bool {
+        self.timers.next().is_some_and(|at| now >= at)
+    }
+
+    /// Moves to `state`; the slots of the state left are disarmed (the
+    /// deadline too, once drainit escalated or the child is gone).
+    fn enter(&mut self, state: State) {
+        for timer in &TIMELINE[1..] {
+            self.timers.set(*timer, None);
+        }
+        if matches!(
+            state,
+            State::Killed(_) | State::OrphanGrace(_) | State::Done(_)
+        ) {
+            self.timers.set(Timer::Deadline, None);
+        }
+        self.state = state;
     }
 
     /// Takes over a stop another timeline began (after a panic of the
@@ -282,17 +301,19 @@ impl Timeline {
     /// app gets its stop signal now unless it already had it. No hook, no
     /// delay and no poll follow: the deadline is what is left to keep.
     pub fn resume(&mut self, now: Instant, stop: Stop, signal_sent: bool, out: &mut Vec<Action>) {
-        if self.phase != Phase::Running {
+        if !matches!(self.state, State::Running) {
             return;
         }
+        self.seen = Some(now);
         self.stop = Some(Stop {
             signalled: signal_sent,
             absorb: None,
             ..stop
         });
+        self.timers.set(Timer::Deadline, stop.deadline);
         if signal_sent {
             self.signalled_at = Some(now);
-            self.phase = Phase::Draining { next_poll: None };
+            self.enter(State::Draining);
         } else {
             self.send_stop_signal(now, out);
         }
@@ -306,58 +327,38 @@ impl Timeline {
         out
     }
 
-    /// As `handle`, appending to the caller's buffer (the event loop reuses
-    /// one, so a forwarded signal costs no allocation).
+    /// As `handle`, appending to the caller's buffer (no allocation per
+    /// signal). The timers due at `now` fire after the event, in this run.
     pub fn handle_into(&mut self, now: Instant, event: Event, out: &mut Vec<Action>) {
+        self.seen = Some(now);
         match event {
             Event::Signal(signo) => self.on_signal(now, signo, out),
             Event::EcsStop => {
-                if self.phase == Phase::Running {
+                if matches!(self.state, State::Running) {
                     let signal = self.default_stop_signal();
                     self.begin_stop(now, Trigger::Ecs, signal, Some(signal), out);
                 }
             }
             Event::ChildExited(ended) => self.on_child_exit(now, ended, out),
             Event::OthersGone => {
-                if let Phase::OrphanGrace { outcome, .. } = self.phase {
+                if let State::OrphanGrace(outcome) = self.state {
                     self.finish(outcome, out);
                 }
             }
             Event::HookDone(ticket) => {
-                if matches!(self.phase, Phase::Hook { ticket: t, .. } if t == ticket) {
+                if matches!(self.state, State::Hook(t) if t == ticket) {
                     self.send_stop_signal(now, out);
                 }
             }
-            Event::Polled { ticket, ready } => {
-                // A stale answer is skipped, but the timers due now still
-                // fire below.
-                let current = self.poll == Some(ticket);
-                if current {
-                    self.poll = None;
-                }
-                if current && ready && matches!(self.phase, Phase::Draining { .. }) {
-                    let mut kill_at = now + self.settings.ready_grace;
-                    if let Some(deadline) = self.stop.and_then(|s| s.deadline) {
-                        kill_at = kill_at.min(deadline);
-                    }
-                    self.phase = Phase::Ready { kill_at };
-                    out.push(Action::Ready {
-                        left: kill_at.saturating_duration_since(now),
-                    });
-                }
-            }
+            Event::Polled { ticket, ready } => self.on_polled(now, ticket, ready, out),
             Event::KillFailed { pid1 } => {
-                if let Phase::Killed { reason, .. } = self.phase {
-                    if pid1 {
-                        // As PID 1, exiting ends the namespace: the kernel
-                        // kills what drainit could not. The deadline code
-                        // (docs/design/contract.md), even after "ready": the app did not end.
-                        self.finish(Outcome::Deadline, out);
-                    } else {
-                        self.phase = Phase::Killed {
-                            reason,
+                if let State::Killed(kill) = self.state {
+                    match rules::failed_kill(pid1) {
+                        Some(outcome) => self.finish(outcome, out),
+                        None => self.enter(State::Killed(Kill {
                             failed: true,
-                        };
+                            ..kill
+                        })),
                     }
                 }
             }
@@ -368,34 +369,57 @@ impl Timeline {
         self.on_time(now, out);
     }
 
-    /// The app's word counts once it got its stop signal: the stop is
-    /// drained then, whatever a poll says (one in flight is dropped).
-    fn on_notify_ready(&mut self, now: Instant, at: Instant, out: &mut Vec<Action>) {
-        let early = !self.signalled_at.is_some_and(|s| at >= s);
-        match self.phase {
-            Phase::Draining { .. } if !early => {}
-            Phase::Running
-            | Phase::PreStop { .. }
-            | Phase::Hook { .. }
-            | Phase::Draining { .. } => return out.push(Action::NotifyIgnored),
-            // Already ready, escalated or over: nothing to say.
-            _ => return,
-        }
+    /// A poll came back: a stale answer is skipped; a ready one starts the
+    /// ready grace; otherwise the next round's slot is armed.
+    fn on_polled(&mut self, now: Instant, ticket: Ticket, ready: bool, out: &mut Vec<Action>) {
+        let Some((_, next)) = self.poll.filter(|(t, _)| *t == ticket) else {
+            return;
+        };
         self.poll = None;
+        if !matches!(self.state, State::Draining) {
+            return;
+        }
+        if ready {
+            self.ready(now, out);
+        } else {
+            self.timers.set(Timer::Round, next);
+        }
+    }
+
+    /// The app is ready: it has `--ready-grace` (never past the deadline)
+    /// to exit by itself.
+    fn ready(&mut self, now: Instant, out: &mut Vec<Action>) {
         let mut kill_at = now + self.settings.ready_grace;
         if let Some(deadline) = self.stop.and_then(|s| s.deadline) {
             kill_at = kill_at.min(deadline);
         }
-        self.phase = Phase::Ready { kill_at };
+        self.enter(State::Ready);
+        self.timers.set(Timer::ReadyKill, Some(kill_at));
         out.push(Action::Ready {
             left: kill_at.saturating_duration_since(now),
         });
     }
 
+    /// The app's word counts once it got its stop signal: the stop is
+    /// drained then, whatever a poll says (one in flight is dropped).
+    fn on_notify_ready(&mut self, now: Instant, at: Instant, out: &mut Vec<Action>) {
+        let early = !self.signalled_at.is_some_and(|s| at >= s);
+        match self.state {
+            State::Draining if !early => {}
+            State::Running | State::PreStop | State::Hook(_) | State::Draining => {
+                return out.push(Action::NotifyIgnored)
+            }
+            // Already ready, escalated or over: nothing to say.
+            _ => return,
+        }
+        self.poll = None;
+        self.ready(now, out);
+    }
+
     /// The deadline becomes the later of itself and `at + by`, never past
     /// t0 + `--grace-max`; only while the deadline still matters.
     fn on_extend(&mut self, at: Instant, by: Duration, out: &mut Vec<Action>) {
-        let armed = self.deadline_armed().is_some();
+        let armed = self.timers.get(Timer::Deadline).is_some();
         let (Some(stop), Some(max)) = (&mut self.stop, self.grace_max) else {
             return;
         };
@@ -406,6 +430,7 @@ impl Timeline {
         let wanted = at.checked_add(by).unwrap_or(cap).min(cap);
         if wanted > deadline {
             stop.deadline = Some(wanted);
+            self.timers.set(Timer::Deadline, Some(wanted));
             out.push(Action::Extended {
                 deadline: wanted,
                 first: !self.extended,
@@ -426,7 +451,7 @@ impl Timeline {
         if !self.child_alive() {
             return;
         }
-        let is_stop_signal = self.settings.stop_signals.contains(&signo);
+        let is_stop_signal = rules::is_stop_signal(&self.settings.stop_signals, signo);
         let Some(stop) = &mut self.stop else {
             if is_stop_signal {
                 self.begin_stop(now, Trigger::Signal(signo), signo, None, out);
@@ -458,21 +483,23 @@ impl Timeline {
         absorb: Option<i32>,
         out: &mut Vec<Action>,
     ) {
+        let deadline = rules::deadline(now, self.settings.grace);
         self.stop = Some(Stop {
             trigger,
             since: now,
-            deadline: self.settings.grace.map(|g| now + g),
+            deadline,
             signal,
             signalled: false,
             absorb,
         });
+        self.timers.set(Timer::Deadline, deadline);
         out.push(Action::StopBegan(trigger));
         if self.settings.pre_stop_delay.is_zero() {
             self.fire_hooks(now, out);
         } else {
-            self.phase = Phase::PreStop {
-                until: now + self.settings.pre_stop_delay,
-            };
+            self.enter(State::PreStop);
+            let until = now + self.settings.pre_stop_delay;
+            self.timers.set(Timer::PreStop, Some(until));
         }
     }
 
@@ -481,40 +508,20 @@ impl Timeline {
         Ticket(self.next_ticket)
     }
 
-    /// The hook's time: `hook_timeout`, and never more than half the time
-    /// left to the deadline, so the stop signal always comes well before it.
-    fn hook_timeout(&self, now: Instant) -> Duration {
-        let mut timeout = self.settings.hook_timeout;
-        if let Some(deadline) = self.stop.and_then(|s| s.deadline) {
-            timeout = timeout.min(deadline.saturating_duration_since(now) / 2);
-        }
-        timeout.max(Duration::from_millis(1))
-    }
-
-    /// A poll's time: the interval, never past the deadline.
-    fn poll_timeout(&self, now: Instant) -> Duration {
-        let mut timeout = self.settings.drain_interval;
-        if let Some(deadline) = self.stop.and_then(|s| s.deadline) {
-            timeout = timeout.min(deadline.saturating_duration_since(now));
-        }
-        timeout.max(Duration::from_millis(1))
-    }
-
     fn fire_hooks(&mut self, now: Instant, out: &mut Vec<Action>) {
         if !self.settings.hook {
             return self.send_stop_signal(now, out);
         }
         let ticket = self.ticket();
-        let timeout = self.hook_timeout(now);
+        let deadline = self.stop.and_then(|s| s.deadline);
+        let timeout = rules::time_left(self.settings.hook_timeout, deadline, now, true);
         out.push(Action::Send {
             ticket,
             request: Request::Hook,
             timeout,
         });
-        self.phase = Phase::Hook {
-            ticket,
-            give_up_at: now + timeout,
-        };
+        self.enter(State::Hook(ticket));
+        self.timers.set(Timer::Hook, Some(now + timeout));
     }
 
     /// Forwards the stop signal; the first poll follows at once.
@@ -525,76 +532,72 @@ impl Timeline {
         stop.signalled = true;
         self.signalled_at = Some(now);
         out.push(Action::Forward(stop.signal));
-        self.phase = Phase::Draining {
-            next_poll: self.settings.drain.then_some(now),
-        };
+        self.enter(State::Draining);
+        self.timers
+            .set(Timer::Round, self.settings.drain.then_some(now));
     }
 
     fn start_poll(&mut self, now: Instant, out: &mut Vec<Action>) {
         let ticket = self.ticket();
-        let timeout = self.poll_timeout(now);
-        self.poll = Some(ticket);
+        let deadline = self.stop.and_then(|s| s.deadline);
+        let timeout = rules::time_left(self.settings.drain_interval, deadline, now, false);
+        // The next round is due an interval on, once this one is answered.
+        self.poll = Some((ticket, Some(now + self.settings.drain_interval)));
+        self.timers.set(Timer::Round, None);
         out.push(Action::Send {
             ticket,
             request: Request::Poll,
             timeout,
         });
-        self.phase = Phase::Draining {
-            next_poll: Some(now + self.settings.drain_interval),
-        };
     }
 
     fn escalate(&mut self, now: Instant, reason: Escalation, out: &mut Vec<Action>) {
         out.push(Action::Kill(reason));
         self.poll = None;
-        self.kill_watchdog = Some(now + KILL_WATCHDOG);
-        self.phase = Phase::Killed {
+        self.enter(State::Killed(Kill {
             reason,
             failed: false,
-        };
+        }));
+        self.timers.set(Timer::Watchdog, Some(now + KILL_WATCHDOG));
     }
 
-    /// Timers that are due.
+    /// The timers due at `now`, from the slots.
     fn on_time(&mut self, now: Instant, out: &mut Vec<Action>) {
-        if self.watchdog_armed().is_some_and(|at| now >= at) {
-            self.kill_watchdog = None;
-            out.push(Action::KillStuck);
+        if !self.due(now) {
             return;
         }
-        if let Phase::Ready { kill_at } = self.phase {
-            if now >= kill_at {
-                return self.escalate(now, Escalation::Ready, out);
-            }
+        if self.timers.due(Timer::Watchdog, now) {
+            self.timers.set(Timer::Watchdog, None);
+            return out.push(Action::KillStuck);
         }
-        if self.deadline_armed().is_some_and(|d| now >= d) {
-            if matches!(self.phase, Phase::PreStop { .. } | Phase::Hook { .. }) {
+        if self.timers.due(Timer::ReadyKill, now) {
+            return self.escalate(now, Escalation::Ready, out);
+        }
+        if self.timers.due(Timer::Deadline, now) {
+            if matches!(self.state, State::PreStop | State::Hook(_)) {
                 // Only a late wake-up gets here (the delay and the hook end
                 // before the deadline): the stop signal still comes first.
-                if matches!(self.phase, Phase::Hook { .. }) {
+                if matches!(self.state, State::Hook(_)) {
                     out.push(Action::HookAbandoned);
                 }
                 self.send_stop_signal(now, out);
             }
             return self.escalate(now, Escalation::Deadline, out);
         }
-        match self.phase {
-            Phase::PreStop { until } if now >= until => {
-                self.fire_hooks(now, out);
-                // No hook: the first poll is due now.
-                if matches!(self.phase, Phase::Draining { .. }) {
-                    self.on_time(now, out);
-                }
+        if self.timers.due(Timer::PreStop, now) {
+            // No hook: the first poll is due now.
+            self.fire_hooks(now, out);
+            self.on_time(now, out);
+        } else if self.timers.due(Timer::Hook, now) {
+            out.push(Action::HookAbandoned);
+            self.send_stop_signal(now, out);
+            self.on_time(now, out);
+        } else if self.timers.due(Timer::Round, now) {
+            self.start_poll(now, out);
+        } else if self.timers.due(Timer::OrphanGrace, now) {
+            if let State::OrphanGrace(outcome) = self.state {
+                self.finish(outcome, out);
             }
-            Phase::Hook { give_up_at, .. } if now >= give_up_at => {
-                out.push(Action::HookAbandoned);
-                self.send_stop_signal(now, out);
-                self.on_time(now, out);
-            }
-            Phase::Draining {
-                next_poll: Some(at),
-            } if now >= at && self.poll.is_none() => self.start_poll(now, out),
-            Phase::OrphanGrace { until, outcome } if now >= until => self.finish(outcome, out),
-            _ => {}
         }
     }
 
@@ -602,30 +605,25 @@ impl Timeline {
         if !self.child_alive() {
             return;
         }
-        let outcome = match (self.phase, ended) {
-            // A kill that reached nothing: the child ended some other way,
-            // but the run still ends with the deadline code (docs/design/contract.md).
-            (Phase::Killed { failed: true, .. }, _) => Outcome::Deadline,
-            (Phase::Killed { reason, .. }, Ended::Signaled(libc::SIGKILL)) => reason.outcome(),
-            // Otherwise the child's own status wins, even after "ready".
-            (_, Ended::Exited(code)) => Outcome::Exited(code),
-            (_, Ended::Signaled(signo)) => Outcome::Signaled(signo),
+        let kill = match self.state {
+            State::Killed(kill) => Some(kill),
+            _ => None,
         };
+        let outcome = rules::child_outcome(kill, ended);
         self.poll = None;
         if self.settings.orphan_grace.is_zero() {
             return self.finish(outcome, out);
         }
-        self.phase = Phase::OrphanGrace {
-            until: now + self.settings.orphan_grace,
-            outcome,
-        };
+        self.enter(State::OrphanGrace(outcome));
+        let until = now + self.settings.orphan_grace;
+        self.timers.set(Timer::OrphanGrace, Some(until));
         out.push(Action::TerminateOthers {
             wait: self.settings.orphan_grace,
         });
     }
 
     fn finish(&mut self, outcome: Outcome, out: &mut Vec<Action>) {
-        self.phase = Phase::Done { outcome };
+        self.enter(State::Done(outcome));
         out.push(Action::Exit(outcome));
     }
 }

@@ -1,6 +1,8 @@
-//! Every timer of a run in one table, keyed by what it is for: the stop
-//! timeline's, the ECS pollers' and each command run's kill time. The
-//! shell sleeps until the earliest (`next`); none armed, it sleeps until an
+//! Timers, keyed by what each is for: the stop timeline's, the ECS
+//! pollers', each command run's kill time. Each part of the core owns its
+//! slots (`Slots`, or a `Timers` table with per-run entries) and arms and
+//! disarms them itself; the machine's next wake-up is the earliest of its
+//! parts' (`Machine::poll_timeout`). None armed, the shell sleeps until an
 //! input comes and makes no wake-ups at all.
 
 use std::time::Instant;
@@ -32,7 +34,7 @@ pub enum Timer {
     RunKill(Token),
 }
 
-/// The timers the stop timeline owns, in the order the table keeps them.
+/// The timers the stop timeline owns: the deadline, then its phases'.
 pub const TIMELINE: [Timer; 7] = [
     Timer::Deadline,
     Timer::PreStop,
@@ -43,10 +45,49 @@ pub const TIMELINE: [Timer; 7] = [
     Timer::Watchdog,
 ];
 
+/// One owner's fixed timers: a slot per fixed `Timer` (the owner arms
+/// only its own). The owner arms and disarms them itself; nothing copies
+/// them. `Copy`, so an owner that is a plain value stays one.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Slots {
+    at: [Option<Instant>; 9],
+}
+
+impl Slots {
+    /// Arms `timer` at `at`, or disarms it with None.
+    pub fn set(&mut self, timer: Timer, at: Option<Instant>) {
+        if let Some(i) = slot(timer) {
+            self.at[i] = at;
+        }
+    }
+
+    pub fn get(&self, timer: Timer) -> Option<Instant> {
+        slot(timer).and_then(|i| self.at[i])
+    }
+
+    /// Armed and due at `now`.
+    pub fn due(&self, timer: Timer, now: Instant) -> bool {
+        self.get(timer).is_some_and(|at| now >= at)
+    }
+
+    /// The earliest armed slot.
+    pub fn next(&self) -> Option<Instant> {
+        self.at.iter().fold(None, |next, at| earliest(next, *at))
+    }
+}
+
+/// The earlier of two moments, either of which may be unset.
+pub fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// The table: one slot per fixed timer, one entry per running command.
 #[derive(Debug, Default)]
 pub struct Timers {
-    fixed: [Option<Instant>; 9],
+    fixed: Slots,
     runs: Vec<(Token, Instant)>,
 }
 
@@ -69,7 +110,7 @@ impl Timers {
     /// Arms `timer` at `at`, or disarms it with None.
     pub fn set(&mut self, timer: Timer, at: Option<Instant>) {
         match (slot(timer), timer) {
-            (Some(i), _) => self.fixed[i] = at,
+            (Some(_), _) => self.fixed.set(timer, at),
             (None, Timer::RunKill(token)) => {
                 self.runs.retain(|(t, _)| *t != token);
                 if let Some(at) = at {
@@ -82,7 +123,7 @@ impl Timers {
 
     pub fn get(&self, timer: Timer) -> Option<Instant> {
         match (slot(timer), timer) {
-            (Some(i), _) => self.fixed[i],
+            (Some(_), _) => self.fixed.get(timer),
             (None, Timer::RunKill(token)) => self
                 .runs
                 .iter()
@@ -108,8 +149,11 @@ impl Timers {
 
     /// The earliest armed timer: when the shell must wake without an input.
     pub fn next(&self) -> Option<Instant> {
-        let runs = self.runs.iter().map(|(_, at)| *at);
-        self.fixed.iter().flatten().copied().chain(runs).min()
+        let runs = self
+            .runs
+            .iter()
+            .fold(None, |next, (_, at)| earliest(next, Some(*at)));
+        earliest(self.fixed.next(), runs)
     }
 }
 

@@ -1,7 +1,8 @@
 //! Commands and files as drain sources and stop hooks: parsing and
 //! validating a command (its program found on `PATH` once, at start),
-//! starting one in its own process group, killing that group, and reading
-//! a drain file's time. The one reaper hands back every command's status.
+//! starting one in its own process group, killing that group, and looking
+//! at a drain file's time (the verdict is the core's). The one reaper
+//! hands back every command's status.
 
 use std::io;
 use std::os::unix::fs::PermissionsExt;
@@ -10,9 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::SystemTime;
 
-use crate::core::event::Answer;
+use crate::core::event::Seen;
 use crate::core::settings::Cmd;
-use crate::core::sources::written_during_stop;
 
 /// The search path when `PATH` is unset, as execvp and shells use.
 const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -102,20 +102,26 @@ pub fn kill_group(pgid: i32) {
     unsafe { libc::kill(-pgid, libc::SIGKILL) };
 }
 
-/// What a drain file says: present and written during this stop.
-pub fn check_file(path: &Path, stop_began: SystemTime) -> Answer {
+/// One look at a drain file: its time, or why there is none. Whether
+/// that makes it ready is the core's (`core::sources::file::verdict`).
+pub fn look_at_file(path: &Path, stop_began: SystemTime) -> Seen {
     match std::fs::metadata(path).and_then(|m| m.modified()) {
-        Ok(mtime) if written_during_stop(mtime, stop_began) => Answer::Ready,
-        Ok(_) => Answer::NotReady("older than the stop".into()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Answer::NotReady("absent".into()),
-        Err(e) => Answer::NotReady(format!("cannot read: {e}")),
+        Ok(mtime) => Seen::Written { mtime, stop_began },
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Seen::Absent,
+        Err(e) => Seen::Unreadable(e.to_string()),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::event::Answer;
+    use crate::core::sources::file::verdict;
     use std::time::Duration;
+
+    fn check_file(path: &Path, stop_began: SystemTime) -> Answer {
+        verdict(&look_at_file(path, stop_began))
+    }
 
     fn bin_sh() -> Option<&'static str> {
         Some("/usr/bin:/bin")

@@ -11,6 +11,7 @@ use log::{debug, error, info, warn};
 
 use crate::core::event::{Action, Input, Token};
 use crate::core::outcome::Ended;
+use crate::core::rules;
 use crate::core::settings::Config;
 use crate::io::threads::Outbox;
 use crate::io::{commands, http, procfs};
@@ -106,8 +107,8 @@ impl<'a> Executor<'a> {
                 let began = SystemTime::now()
                     .checked_sub(ago)
                     .unwrap_or(SystemTime::UNIX_EPOCH);
-                let answer = commands::check_file(&path, began);
-                self.answers.push_back(Input::File { token, answer });
+                let seen = commands::look_at_file(&path, began);
+                self.answers.push_back(Input::File { token, seen });
             }
             Action::Exit => {}
         }
@@ -174,28 +175,15 @@ impl<'a> Executor<'a> {
     }
 
     /// SIGKILL to the child's process group, and to the child itself in
-    /// case it left the group. If neither can be sent (EPERM: a setuid
-    /// child, drainit not root), that is said loudly and the core decides:
-    /// never a silent hang.
+    /// case it left the group (`kill_child`). If neither can be sent
+    /// (EPERM: a setuid child, drainit not root), that is said loudly and
+    /// the core decides: never a silent hang.
     fn kill_child(&mut self) {
-        // SAFETY: kill has no memory effects; the child is not reaped yet.
-        if unsafe { libc::kill(-self.pid, libc::SIGKILL) } != 0 {
-            // Only the rest of the group: the child itself decides below.
-            debug!(
-                "SIGKILL to process group {}: {}",
-                self.pid,
-                io::Error::last_os_error()
-            );
-        }
-        // A group kill succeeds when any member was signalled, so the child
-        // is judged on its own kill.
-        // SAFETY: as above.
-        if unsafe { libc::kill(self.pid, libc::SIGKILL) } != 0 {
+        if let Err(error) = kill_child(self.pid) {
             let pid1 = std::process::id() == 1;
             error!(
-                "cannot kill the child (pid {}): {}; {}",
+                "cannot kill the child (pid {}): {error}; {}",
                 self.pid,
-                io::Error::last_os_error(),
                 if pid1 {
                     "exiting now, which ends the namespace"
                 } else {
@@ -205,4 +193,26 @@ impl<'a> Executor<'a> {
             self.answers.push_back(Input::KillFailed);
         }
     }
+}
+
+/// The double kill (`core::rules::kill_targets`): SIGKILL to the child's
+/// process group, then to the child; only the child's own kill decides
+/// (a group kill succeeds when any member was signalled). The loop and the
+/// last resort both kill through here.
+pub fn kill_child(pid: i32) -> io::Result<()> {
+    let [group, child] = rules::kill_targets(pid);
+    // SAFETY: kill has no memory effects; the child is not reaped yet (the
+    // reaper runs on the caller's thread, which checks first).
+    if unsafe { libc::kill(group, libc::SIGKILL) } != 0 {
+        // Only the rest of the group: the child itself decides below.
+        debug!(
+            "SIGKILL to process group {pid}: {}",
+            io::Error::last_os_error()
+        );
+    }
+    // SAFETY: as above.
+    if unsafe { libc::kill(child, libc::SIGKILL) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }

@@ -2,9 +2,12 @@
 //! child over (`Machine::fallback`), driven by the same loop, so the stop
 //! keeps one timeline and its deadline. Should that core panic too (a
 //! panic that repeats on the same input), a last resort with no core at
-//! all reaps, forwards, sends SIGKILL at the deadline and ends with the
-//! deadline's code; it restarts itself after any panic of its own, and
-//! never returns while the child may still run.
+//! all reaps, forwards, sends SIGKILL at the deadline and ends as the
+//! timeline would: it invents no rule, it calls the timeline's own
+//! (`core::rules`: the deadline, forward and rewrite, the double kill, a
+//! failed kill as PID 1, a lost status, the child's end to an outcome). It
+//! restarts itself after any panic of its own, and never returns while the
+//! child may still run.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
@@ -13,13 +16,14 @@ use log::error;
 
 use crate::core::event::Input;
 use crate::core::machine::Machine;
-use crate::core::outcome::{Ended, Outcome, Trigger};
+use crate::core::outcome::{Outcome, Trigger};
+use crate::core::rules::{self, Escalation, Kill};
 use crate::core::settings::Config;
 use crate::io::reaper;
 use crate::io::signals::{Handled, Received};
 use crate::io::threads::Inbox;
 use crate::shell::event_loop::{drive, Shell};
-use crate::shell::executor::Executor;
+use crate::shell::executor::{kill_child, Executor};
 
 /// Takes over from the failed core `old`; returns the outcome, and the
 /// fallback's core when it has one to report from.
@@ -69,7 +73,8 @@ pub fn run<'a>(
 /// What the last resort keeps across its own restarts.
 struct Last {
     deadline: Option<Instant>,
-    killed: bool,
+    /// The SIGKILL sent at the deadline, once.
+    kill: Option<Kill>,
 }
 
 /// Reaps, forwards, and keeps the deadline with no core at all.
@@ -86,7 +91,7 @@ fn last_resort(
     );
     let mut last = Last {
         deadline: shell.deadline,
-        killed: false,
+        kill: None,
     };
     if let Some(r) = pending.filter(Received::from_outside) {
         forward(config, exec, shell, &mut last, r.signo);
@@ -115,11 +120,7 @@ fn turns(
         while inbox.try_recv().is_ok() {}
         if let Some(ended) = shell.child_status {
             error!("main child ended ({ended:?}) after the event loop failed; exiting");
-            return match (last.killed, ended) {
-                (true, _) => Outcome::Deadline,
-                (false, Ended::Exited(code)) => Outcome::Exited(code),
-                (false, Ended::Signaled(signo)) => Outcome::Signaled(signo),
-            };
+            return rules::child_outcome(last.kill, ended);
         }
         let reaped = reaper::reap_all();
         for (pid, ended) in reaped.ended {
@@ -136,24 +137,22 @@ fn turns(
             // The child is gone and its status was lost: forwarding to its
             // pid could reach a stranger.
             error!("the main child is gone and its status is lost; exiting");
-            return Outcome::Signaled(libc::SIGKILL);
+            return rules::lost_status();
         }
-        let deadline = last.deadline.filter(|_| !last.killed);
+        let deadline = last.deadline.filter(|_| last.kill.is_none());
         let now = Instant::now();
         if deadline.is_some_and(|d| now >= d) {
             // The kill first, the log line last: should logging panic, the
             // restarted loop finds the kill done, not skipped.
-            let pid = exec.child();
-            // SAFETY: kill has no memory effects; the child is not reaped
-            // yet (this loop reaps, and checks the child's status first).
-            let failed = unsafe {
-                libc::kill(-pid, libc::SIGKILL);
-                libc::kill(pid, libc::SIGKILL) != 0
-            };
-            last.killed = true;
+            crate::util::fault::point("last_resort_kill");
+            let failed = kill_child(exec.child()).is_err();
+            last.kill = Some(Kill {
+                reason: Escalation::Deadline,
+                failed,
+            });
             error!("deadline reached after the event loop failed; sent SIGKILL to the child's process group");
-            if failed && std::process::id() == 1 {
-                return Outcome::Deadline;
+            if let Some(outcome) = rules::failed_kill(std::process::id() == 1).filter(|_| failed) {
+                return outcome;
             }
             continue;
         }
@@ -179,11 +178,11 @@ fn forward(
     last: &mut Last,
     signo: i32,
 ) {
-    if last.deadline.is_none() && config.timeline.stop_signals.contains(&signo) {
-        last.deadline = config.timeline.grace.map(|g| Instant::now() + g);
+    if last.deadline.is_none() && rules::is_stop_signal(&config.timeline.stop_signals, signo) {
+        last.deadline = rules::deadline(Instant::now(), config.timeline.grace);
         shell.trigger.get_or_insert(Trigger::Signal(signo));
     }
-    if let Some(sent) = config.rewritten(signo) {
-        exec.signal_child(sent, config.kill_process_group);
+    if let Some((sent, group)) = rules::forwarded(config, signo) {
+        exec.signal_child(sent, group);
     }
 }

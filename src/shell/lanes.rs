@@ -4,9 +4,10 @@
 
 use log::warn;
 
-use crate::core::drain::MAX_POLLS;
 use crate::core::event::Lane;
 use crate::core::settings::Config;
+use crate::core::sources::{self, MAX_POLLS};
+use crate::core::{protect, watch};
 use crate::io::http;
 use crate::io::workers::Pool;
 
@@ -19,21 +20,14 @@ static ECS: Pool = Pool::new("drainit-ecs", 2);
 static HOOKS: Pool = Pool::new("drainit-hook", MAX_POLLS);
 
 /// Starts, before the child does, every request thread the run can need:
-/// one per URL source (at most `MAX_POLLS`) for drain rounds and for task
-/// protection, two for ECS, one per stop URL. No thread is then born while
-/// the child runs (see `Pool::prestart`), and the start-up check of the
-/// URLs' host names runs on one of them.
+/// one per source whose kind asks on a thread (`Kind::thread`; at most
+/// `MAX_POLLS`) for drain rounds and for task protection, two for ECS, one
+/// per stop URL. No thread is then born while the child runs (see
+/// `Pool::prestart`), and the start-up check of the URLs' host names runs
+/// on one of them. A new kind of source needs nothing here.
 pub fn start(config: &Config) {
-    let urls = config.drain_urls.len();
-    let protect = config
-        .ecs
-        .as_ref()
-        .and_then(|e| e.protect.as_ref())
-        .is_some();
-    let ecs = config
-        .ecs
-        .as_ref()
-        .is_some_and(|e| e.metadata_uri.is_some());
+    let (urls, hosts) = sources::threads(config);
+    let (protect, ecs) = (protect::active(config), watch::active(config));
     let pools: [(&'static Pool, usize); 4] = [
         (&POLLS, urls),
         (&PROTECT, if protect { urls } else { 0 }),
@@ -45,10 +39,8 @@ pub fn start(config: &Config) {
             warn!("cannot start request threads ahead: {e}; they start when needed");
         }
     }
-    let hosts: Vec<String> = config
-        .drain_urls
-        .iter()
-        .cloned()
+    let hosts: Vec<String> = hosts
+        .into_iter()
         .chain(config.stop_hooks.iter().map(|t| t.url.clone()))
         .collect();
     let pool = if urls > 0 { &POLLS } else { &HOOKS };

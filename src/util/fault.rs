@@ -6,7 +6,10 @@
 //!
 //! A test sets `DRAINIT_TEST_FAULT` to a comma-separated list of
 //! `point` or `point=action` (action: `panic`, the default; `segv`, a write
-//! through a null pointer; `abort`).
+//! through a null pointer; `abort`; `gate`, which creates the file named by
+//! `DRAINIT_TEST_GATE` with `.reached` appended, then waits, at most 60 s,
+//! until the test creates the file itself: the test decides what happens
+//! while drainit stands at the point).
 
 /// Triggers the fault named for `point`, if the test asked for one.
 #[cfg(feature = "fault-injection")]
@@ -28,8 +31,26 @@ pub fn point(point: &str) {
                 }
             }
             "abort" => std::process::abort(),
+            "gate" => gate(),
             _ => panic!("fault injected at {point}"),
         }
+    }
+}
+
+#[cfg(feature = "fault-injection")]
+fn gate() {
+    let Some(gate) = std::env::var_os("DRAINIT_TEST_GATE") else {
+        return;
+    };
+    let gate = std::path::PathBuf::from(gate);
+    let mut reached = gate.clone().into_os_string();
+    reached.push(".reached");
+    let _ = std::fs::write(reached, b"");
+    for _ in 0..6_000 {
+        if gate.exists() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
 

@@ -1,0 +1,306 @@
+//! Task protection as one part of the core: while the app runs, every
+//! source that drives protection is asked once per interval (through
+//! `core::sources`), and this decides, once per poll, whether the app is
+//! busy, idle or unknown (`protect_busy`), idle only once it has lasted the
+//! back-end's hold (`Backend::idle_hold`). A platform's back-end turns busy
+//! or idle into its own request and reads the answer: `ecs.rs` (ECS task
+//! scale-in protection). A new platform (Kubernetes pod annotations) is
+//! one module implementing `Backend`, one variant of `Platform` (named
+//! again in `each!`) and one line in `backends`; it may read its platform
+//! once at start (`Backend::start`). One request is out
+//! at a time. Protection ends when the stop begins.
+
+pub mod ecs;
+
+use std::time::{Duration, Instant};
+
+use crate::core::asks::{Asks, Owner};
+use crate::core::counters::RequestKind;
+use crate::core::event::{Answer, Lane, Token};
+use crate::core::settings::Config;
+use crate::core::timers::{Slots, Timer};
+use crate::proto::http::{Failure, Response, Target};
+
+/// A request to the platform: sent on the `Protect` lane, with the
+/// back-end's interval as its time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    pub target: Target,
+    pub body: Option<Vec<u8>>,
+}
+
+/// A platform that protects the app while it is busy.
+pub trait Backend {
+    /// How often the sources are asked (`--protect-interval`); also the
+    /// time a request to the platform may take.
+    fn interval(&self) -> Duration;
+    /// How long the app must have been idle before idle is acted on (a
+    /// worker between two jobs must not flap the platform's state).
+    fn idle_hold(&self) -> Duration {
+        Duration::ZERO
+    }
+    /// A request to send once at start (to read the platform's state left
+    /// by an earlier run of the container), answered by `on_answer`.
+    fn start(&mut self) -> Option<Request> {
+        None
+    }
+    /// Given that the app is busy (or idle) at `now`: the request that
+    /// says so to the platform, if one is due (only changes and renewals;
+    /// never while another is out).
+    fn request(&mut self, busy: bool, now: Instant) -> Option<Request>;
+    /// The platform answered the last request.
+    fn on_answer(&mut self, result: Result<Response, Failure>);
+    /// Protection is on, as the platform last accepted.
+    fn is_on(&self) -> bool;
+    /// A failure worth saying once per `key`.
+    fn complain(&mut self, key: &str, message: &str);
+}
+
+/// The platforms protection can act on: one variant per back-end
+/// (dispatched without a vtable).
+pub enum Platform {
+    Ecs(ecs::Protection),
+    /// A back-end for the unit tests of this file.
+    #[cfg(test)]
+    Test(tests::Held),
+}
+
+/// Runs `$body` with `$b` bound to the back-end inside `$platform`: the
+/// one place besides `Platform` that names every variant.
+macro_rules! each {
+    ($platform:expr, $b:ident => $body:expr) => {
+        match $platform {
+            Platform::Ecs($b) => $body,
+            #[cfg(test)]
+            Platform::Test($b) => $body,
+        }
+    };
+}
+
+/// The run's protection back-end, if any platform asks for one: one line
+/// per platform.
+fn backends(config: &Config) -> Option<Platform> {
+    ecs::from_config(config).map(Platform::Ecs)
+}
+
+/// Protection runs: a platform's back-end is configured (the shell starts
+/// protection's request threads before the child).
+pub fn active(config: &Config) -> bool {
+    backends(config).is_some()
+}
+
+/// Task protection over several sources: busy while any source that
+/// answered is not ready; idle when every one answered ready; None (leave
+/// protection as it is) when a source gave no answer and no other said
+/// busy.
+pub fn protect_busy(answers: &[Answer]) -> Option<bool> {
+    if answers.iter().any(|a| matches!(a, Answer::NotReady(_))) {
+        return Some(true);
+    }
+    if answers.iter().all(Answer::is_ready) {
+        return Some(false);
+    }
+    None
+}
+
+/// Protection while the app runs.
+pub struct Protection {
+    platform: Platform,
+    /// The next poll; disarmed while one is out and once the stop began.
+    timers: Slots,
+    next_poll: Option<Instant>,
+    /// The poll out: answers so far, answers still due.
+    round: Option<(Vec<Answer>, usize)>,
+    /// The platform request out.
+    request: Option<Token>,
+    /// Since when every answer said idle (for the back-end's hold).
+    idle_since: Option<Instant>,
+}
+
+impl Protection {
+    /// Protection for the run, polled first at `now`; the back-end's
+    /// start request, if any, goes out at once.
+    pub fn new(config: &Config, now: Instant, asks: &mut Asks) -> Option<Protection> {
+        let mut timers = Slots::default();
+        timers.set(Timer::ProtectPoll, Some(now));
+        let mut protection = Protection {
+            platform: backends(config)?,
+            timers,
+            next_poll: None,
+            round: None,
+            request: None,
+            idle_since: None,
+        };
+        if let Some(request) = each!(&mut protection.platform, b => b.start()) {
+            protection.send(request, asks);
+        }
+        Some(protection)
+    }
+
+    fn send(&mut self, request: Request, asks: &mut Asks) {
+        let (kind, timeout) = (
+            RequestKind::ProtectUpdate,
+            each!(&self.platform, b => b.interval()),
+        );
+        let Request { target, body } = request;
+        let token = asks.send(Owner::Protect, kind, Lane::Protect, target, body, timeout);
+        self.request = Some(token);
+    }
+
+    /// Busy, idle (once it lasted the back-end's hold) or unknown (None:
+    /// leave the platform's state as it is), from one poll's answers.
+    fn decide(&mut self, answers: &[Answer], now: Instant) -> Option<bool> {
+        let busy = protect_busy(answers)?;
+        if busy {
+            self.idle_since = None;
+            return Some(true);
+        }
+        let since = *self.idle_since.get_or_insert(now);
+        (now.saturating_duration_since(since) >= each!(&self.platform, b => b.idle_hold()))
+            .then_some(false)
+    }
+
+    pub fn timer(&self, timer: Timer) -> Option<Instant> {
+        self.timers.get(timer)
+    }
+
+    pub fn next_timer(&self) -> Option<Instant> {
+        self.timers.next()
+    }
+
+    /// Protection is on, as the platform last accepted.
+    pub fn is_on(&self) -> bool {
+        each!(&self.platform, b => b.is_on())
+    }
+
+    /// The poll is due: the interval it asks with, the next poll armed
+    /// once this one is answered.
+    pub fn due(&mut self, now: Instant) -> Option<Duration> {
+        if !self.timers.due(Timer::ProtectPoll, now) {
+            return None;
+        }
+        let interval = each!(&self.platform, b => b.interval());
+        self.next_poll = Some(now + interval);
+        self.timers.set(Timer::ProtectPoll, None);
+        Some(interval)
+    }
+
+    /// The poll asked `n` sources.
+    pub fn asked(&mut self, n: usize) {
+        self.round = Some((Vec::new(), n));
+    }
+
+    /// One source answered the poll; when all have, busy or idle goes to
+    /// the back-end, whose request goes out. No answer is neither (an
+    /// unrenewed protection simply expires).
+    pub fn on_answer(
+        &mut self,
+        now: Instant,
+        answer: Answer,
+        complaint: Option<(String, String)>,
+        asks: &mut Asks,
+    ) {
+        if let Some((key, message)) = complaint {
+            each!(&mut self.platform, b => b.complain(&key, &message));
+        }
+        let Some((answers, due)) = self.round.as_mut().filter(|(_, due)| *due > 0) else {
+            return; // no poll in flight: nothing to answer
+        };
+        answers.push(answer);
+        *due = due.saturating_sub(1);
+        if *due > 0 {
+            return;
+        }
+        let answers = std::mem::take(answers);
+        self.round = None;
+        self.timers.set(Timer::ProtectPoll, self.next_poll);
+        let busy = self.decide(&answers, now);
+        if self.request.is_some() {
+            return;
+        }
+        if let Some(request) =
+            busy.and_then(|busy| each!(&mut self.platform, b => b.request(busy, now)))
+        {
+            self.send(request, asks);
+        }
+    }
+
+    /// The platform answered protection's request.
+    pub fn on_http(&mut self, token: Token, result: Result<Response, Failure>) {
+        if self.request == Some(token) {
+            self.request = None;
+        }
+        each!(&mut self.platform, b => b.on_answer(result));
+    }
+
+    /// The stop began (or the child is gone): no poll is due any more, and
+    /// none may keep the loop awake.
+    pub fn end(&mut self) {
+        self.timers.set(Timer::ProtectPoll, None);
+        self.next_poll = None;
+        self.round = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn protection_ignores_sources_without_an_answer() {
+        let no = || Answer::NoAnswer("refused".into());
+        let busy = || Answer::NotReady("exit 1".into());
+        assert_eq!(protect_busy(&[Answer::Ready, Answer::Ready]), Some(false));
+        assert_eq!(protect_busy(&[Answer::Ready, busy()]), Some(true));
+        assert_eq!(protect_busy(&[no(), busy()]), Some(true));
+        assert_eq!(protect_busy(&[Answer::Ready, no()]), None);
+        assert_eq!(protect_busy(&[no()]), None);
+    }
+
+    /// A back-end with a hold, recording what it is asked to send.
+    #[derive(Default)]
+    pub struct Held {
+        said: Vec<bool>,
+    }
+
+    impl Backend for Held {
+        fn interval(&self) -> Duration {
+            Duration::from_secs(1)
+        }
+        fn idle_hold(&self) -> Duration {
+            Duration::from_secs(5)
+        }
+        fn request(&mut self, busy: bool, _: Instant) -> Option<Request> {
+            self.said.push(busy);
+            None
+        }
+        fn on_answer(&mut self, _: Result<Response, Failure>) {}
+        fn is_on(&self) -> bool {
+            false
+        }
+        fn complain(&mut self, _: &str, _: &str) {}
+    }
+
+    #[test]
+    fn idle_is_acted_on_only_once_it_lasted_the_hold() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let mut p = Protection {
+            platform: Platform::Test(Held::default()),
+            timers: Slots::default(),
+            next_poll: None,
+            round: None,
+            request: None,
+            idle_since: None,
+        };
+        let busy = [Answer::NotReady("busy".into())];
+        let no = [Answer::NoAnswer("refused".into())];
+        assert_eq!(p.decide(&busy, t0), Some(true));
+        assert_eq!(p.decide(&[Answer::Ready], t0 + s(1)), None, "idle 0 s");
+        assert_eq!(p.decide(&no, t0 + s(3)), None, "unknown");
+        assert_eq!(p.decide(&[Answer::Ready], t0 + s(5)), None, "idle 4 s");
+        assert_eq!(p.decide(&[Answer::Ready], t0 + s(6)), Some(false));
+        assert_eq!(p.decide(&busy, t0 + s(7)), Some(true), "busy at once");
+        assert_eq!(p.decide(&[Answer::Ready], t0 + s(8)), None, "hold anew");
+    }
+}

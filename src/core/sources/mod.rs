@@ -1,0 +1,594 @@
+//! The drain sources of a run, as one part of the core: the round (who is
+//! asked, who answered, a stale answer known as such, at most `MAX_POLLS`
+//! asks out at once and the rest queued in the same round), the asks made
+//! for task protection (their own `MAX_POLLS`), the command runs' kill
+//! timers, each answer logged when it changes, and what the report and the
+//! listener say about each source. What a source is, how it is asked and
+//! how its answer reads is its kind's, one file each: `url.rs`, `exec.rs`,
+//! `file.rs` (the `Kind` trait). `board.rs` keeps who was asked in a round
+//! and who answered.
+
+mod board;
+pub mod exec;
+pub mod file;
+pub mod url;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use log::{debug, info, warn};
+use serde_json::Value;
+
+use crate::core::asks::{Asks, Owner};
+use crate::core::counters::RequestKind;
+use crate::core::event::{Action, Answer, Lane, Seen, Token};
+use crate::core::outcome::{Ended, InFlight};
+use crate::core::rules;
+use crate::core::settings::{Cmd, Config};
+use crate::core::timeline::Ticket;
+use crate::core::timers::{Timer, Timers};
+
+use crate::proto::http::{Failure, Response, Target};
+use crate::util::text::{escape, Fold};
+pub use board::{Board, Source};
+
+/// Polls of one kind (drain rounds; task protection) in flight at once;
+/// the rest wait for a slot in the same round.
+pub const MAX_POLLS: usize = 8;
+
+/// Task protection over several sources: see `core::protect`.
+pub use crate::core::protect::protect_busy;
+
+/// A kind of drain source: what a source of it is (`About`), how it is
+/// asked, how its answer reads. A new kind is one file implementing this,
+/// one variant of `AnyKind` (named again in `each!`) and one line in
+/// `kinds`.
+pub trait Kind {
+    /// What the source is, as the report, the listener and the shell see it.
+    fn about(&self) -> About;
+    /// How to ask it once.
+    fn ask(&self) -> How;
+    /// What an answer to that says.
+    fn read(&self, reply: Reply<'_>) -> Read;
+}
+
+/// A source of any kind: one variant per kind (dispatched without a
+/// vtable, so each kind's code is inlined where it is used).
+pub enum AnyKind {
+    Url(url::Url),
+    Exec(exec::Exec),
+    File(file::File),
+}
+
+/// Runs `$body` with `$k` bound to the kind inside `$any`: the one place
+/// besides `AnyKind` that names every variant.
+macro_rules! each {
+    ($any:expr, $k:ident => $body:expr) => {
+        match $any {
+            AnyKind::Url($k) => $body,
+            AnyKind::Exec($k) => $body,
+            AnyKind::File($k) => $body,
+        }
+    };
+}
+
+impl AnyKind {
+    pub fn about(&self) -> About {
+        each!(self, k => k.about())
+    }
+
+    pub fn ask(&self) -> How {
+        each!(self, k => k.ask())
+    }
+
+    pub fn read(&self, reply: Reply<'_>) -> Read {
+        each!(self, k => k.read(reply))
+    }
+}
+
+/// What a source is.
+#[derive(Debug, Clone)]
+pub struct About {
+    /// Its kind, as the report and the logs name it: "url".
+    pub name: &'static str,
+    /// As configured (the report, the logs).
+    pub target: String,
+    /// As the health listener may show it to anyone.
+    pub public: String,
+    /// Asked for task protection while the app runs.
+    pub protects: bool,
+}
+
+/// The run's sources, in the order the report lists them: one line per kind.
+pub fn kinds(config: &Config) -> Vec<AnyKind> {
+    let mut kinds = Vec::new();
+    kinds.extend(url::from_config(config));
+    kinds.extend(exec::from_config(config));
+    kinds.extend(file::from_config(config));
+    kinds
+}
+
+/// Request threads the run's sources need on a lane (the shell starts
+/// them before the child): one per source its kind asks by a request
+/// (`How::Send`); and the URLs they ask, whose host names it checks at
+/// start.
+pub fn threads(config: &Config) -> (usize, Vec<String>) {
+    let mut hosts = Vec::new();
+    for kind in kinds(config) {
+        if let How::Send(target) = kind.ask() {
+            hosts.push(target.url);
+        }
+    }
+    (hosts.len(), hosts)
+}
+
+/// How a source is asked, and so which lane it needs.
+#[derive(Debug, Clone)]
+pub enum How {
+    /// An HTTP request on a request thread: the round's lane (`Lane::Poll`)
+    /// or protection's (`Lane::Protect`), whose threads the shell starts
+    /// before the child (answered by `Input::Http`).
+    Send(Target),
+    /// A command run, killed when its time is up (`Input::RunEnded`).
+    Run(Cmd),
+    /// One look at a file (`Input::File`); takes no poll slot.
+    Look(PathBuf),
+}
+
+/// An answer as it came back.
+#[derive(Debug, Clone, Copy)]
+pub enum Reply<'a> {
+    Http(&'a Result<Response, Failure>),
+    /// How the run ended (Err: it could not start), and after how long it
+    /// was killed for running too long.
+    Run(Result<Ended, ()>, Option<Duration>),
+    File(&'a Seen),
+}
+
+/// What an answer says.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Read {
+    pub answer: Answer,
+    /// The progress line for the report and the ready line.
+    pub summary: Option<String>,
+    /// `--drain-count-field` as read: its pointer and the count, or why not.
+    pub count: Option<(String, Result<u64, &'static str>)>,
+    /// No answer at all: its kind and a line for protection's complaints.
+    pub failure: Option<(String, String)>,
+}
+
+impl Read {
+    pub fn answer(answer: Answer) -> Read {
+        Read {
+            answer,
+            summary: None,
+            count: None,
+            failure: None,
+        }
+    }
+}
+
+/// What a source is asked for.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Ask {
+    /// Source `usize` in the round with this ticket.
+    Round(Ticket, usize),
+    /// Source `usize` for task protection, every `interval`.
+    Protect(usize, Duration),
+}
+
+/// What the sources have to say to the rest of the core.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Said {
+    /// The round is over: whether every source has been ready.
+    Round { ticket: Ticket, ready: bool },
+    /// A source answered protection's ask (with a complaint when it gave
+    /// no answer at all).
+    Protect {
+        answer: Answer,
+        complaint: Option<(String, String)>,
+    },
+}
+
+/// What the stop says about asking: when it began and its deadline.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Stopping {
+    pub since: Option<Instant>,
+    pub deadline: Option<Instant>,
+}
+
+/// A command run not yet reaped.
+#[derive(Debug)]
+struct Run {
+    token: Token,
+    ask: Ask,
+    started: Instant,
+    /// Killed for running too long, after this long.
+    timed_out: Option<Duration>,
+}
+
+/// The drain sources as one part of the core.
+#[derive(Default)]
+pub struct Sources {
+    kinds: Vec<AnyKind>,
+    pub board: Board,
+    /// When each source last answered (for `/status`).
+    pub answered_at: Vec<Option<Instant>>,
+    /// Each source's answer lines, at most one a second per source.
+    said: Vec<Fold>,
+    queued: Vec<Ask>,
+    /// Asks out (requests, runs, looks), stale ones included.
+    out: Vec<(Token, Ask)>,
+    runs: Vec<Run>,
+    /// The runs' kill times.
+    timers: Timers,
+    /// What the last drain poll said, for the report and the ready line.
+    pub last_drain: Option<String>,
+    /// The app's in-flight count (`--drain-count-field`).
+    pub in_flight: InFlight,
+    count_unreadable: bool,
+    interval: Duration,
+    run_limit: Duration,
+}
+
+impl Sources {
+    pub fn new(config: &Config) -> Sources {
+        let kinds = kinds(config);
+        let mut board = Board::default();
+        for kind in &kinds {
+            let about = kind.about();
+            board.add(about.name, &about.target);
+            if let Some(source) = board.sources.last_mut() {
+                source.public = about.public;
+                source.protects = about.protects;
+            }
+        }
+        Sources {
+            // A source answers once a round: a few changes a second pass, a
+            // flapping source at a tiny interval is folded.
+            said: vec![Fold::with_burst(3); kinds.len()],
+            answered_at: vec![None; kinds.len()],
+            kinds,
+            board,
+            interval: config.timeline.drain_interval,
+            run_limit: config.drain_timeout,
+            ..Sources::default()
+        }
+    }
+
+    /// After a panic of the core: the records for the report, nothing
+    /// asked, nothing awaited, no source asked again.
+    pub fn after(old: &mut Sources) -> Sources {
+        let mut board = std::mem::take(&mut old.board);
+        board.abandon_round();
+        Sources {
+            board,
+            answered_at: std::mem::take(&mut old.answered_at),
+            last_drain: old.last_drain.take(),
+            in_flight: old.in_flight,
+            ..Sources::default()
+        }
+    }
+
+    /// The run has drain sources (the timeline polls).
+    pub fn any(&self) -> bool {
+        !self.kinds.is_empty()
+    }
+
+    /// When the runs' kill times are due.
+    pub fn next_timer(&self) -> Option<Instant> {
+        self.timers.next()
+    }
+
+    /// One round over the sources not yet ready: each waits for a poll
+    /// slot; files are looked at at once. Said at once when no source is
+    /// left to ask.
+    pub fn begin_round(
+        &mut self,
+        now: Instant,
+        ticket: Ticket,
+        stop: Stopping,
+        asks: &mut Asks,
+    ) -> Option<Said> {
+        let ask = self.board.begin_round(ticket);
+        if ask.is_empty() {
+            let ready = self.board.all_ready();
+            return Some(Said::Round { ticket, ready });
+        }
+        for index in ask {
+            let ask = Ask::Round(ticket, index);
+            match self.kinds[index].ask() {
+                How::Look(path) => {
+                    let token = asks.look(Owner::Sources, path, stop.since.unwrap_or(now));
+                    self.out.push((token, ask));
+                }
+                _ => self.queued.push(ask),
+            }
+        }
+        self.pump(now, stop, asks);
+        None
+    }
+
+    /// Protection asks every source that drives it, once per `interval`;
+    /// how many were asked.
+    pub fn ask_protect(
+        &mut self,
+        now: Instant,
+        interval: Duration,
+        stop: Stopping,
+        asks: &mut Asks,
+    ) -> usize {
+        let before = self.queued.len();
+        for (i, source) in self.board.sources.iter().enumerate() {
+            if source.protects {
+                self.queued.push(Ask::Protect(i, interval));
+            }
+        }
+        let n = self.queued.len() - before;
+        self.pump(now, stop, asks);
+        n
+    }
+
+    /// Starts the queued asks that have a slot: at most `MAX_POLLS` of
+    /// each purpose at once, so a thousand slow sources cost eight
+    /// threads, and neither waits behind the other.
+    fn pump(&mut self, now: Instant, stop: Stopping, asks: &mut Asks) {
+        if self.queued.is_empty() {
+            return;
+        }
+        let mut waiting = std::mem::take(&mut self.queued);
+        // Asks out of each purpose: requests and runs not yet answered,
+        // stale ones included, since their thread or process still exists.
+        let (mut round, mut protect) = (0, 0);
+        for (_, ask) in &self.out {
+            match ask {
+                Ask::Round(..) => round += 1,
+                Ask::Protect(..) => protect += 1,
+            }
+        }
+        waiting.retain(|ask| {
+            let slot = match ask {
+                Ask::Round(..) => &mut round,
+                Ask::Protect(..) => &mut protect,
+            };
+            if *slot >= MAX_POLLS {
+                return true;
+            }
+            *slot += 1;
+            self.start(now, *ask, stop, asks);
+            false
+        });
+        waiting.append(&mut self.queued);
+        self.queued = waiting;
+    }
+
+    /// Asks one source: a round's ask has the interval (a command:
+    /// `--drain-timeout`), never past the deadline; protection's its
+    /// interval.
+    fn start(&mut self, now: Instant, ask: Ask, stop: Stopping, asks: &mut Asks) {
+        let (index, interval, run_limit, lane, kind) = match ask {
+            Ask::Round(_, i) => (
+                i,
+                self.interval,
+                self.run_limit,
+                Lane::Poll,
+                RequestKind::Drain,
+            ),
+            Ask::Protect(i, every) => (
+                i,
+                every,
+                self.run_limit.min(every),
+                Lane::Protect,
+                RequestKind::ProtectPoll,
+            ),
+        };
+        let token = match self.kinds[index].ask() {
+            How::Send(target) => {
+                let timeout = rules::time_left(interval, stop.deadline, now, false);
+                asks.send(Owner::Sources, kind, lane, target, None, timeout)
+            }
+            How::Run(cmd) => {
+                let limit = rules::time_left(run_limit, stop.deadline, now, false);
+                let token = asks.run(Owner::Sources, cmd);
+                self.runs.push(Run {
+                    token,
+                    ask,
+                    started: now,
+                    timed_out: None,
+                });
+                self.timers.set(Timer::RunKill(token), Some(now + limit));
+                token
+            }
+            How::Look(path) => asks.look(Owner::Sources, path, stop.since.unwrap_or(now)),
+        };
+        self.out.push((token, ask));
+    }
+
+    /// The runs whose time is up are killed; queued asks start as slots free.
+    pub fn on_time(&mut self, now: Instant, stop: Stopping, asks: &mut Asks) {
+        for token in self.timers.runs_due(now) {
+            let at = self.timers.get(Timer::RunKill(token)).unwrap_or(now);
+            self.timers.set(Timer::RunKill(token), None);
+            if let Some(run) = self.runs.iter_mut().find(|r| r.token == token) {
+                // The time it was given, not when the loop woke: the same
+                // answer each time, so a source stuck hanging is logged once.
+                run.timed_out = Some(at.saturating_duration_since(run.started));
+                asks.push(Action::KillRun(token));
+            }
+        }
+        self.pump(now, stop, asks);
+    }
+
+    /// An answer to one of the sources' asks; what it leads to, if anything.
+    /// `stopping`: a stop began (the in-flight count's stop figures).
+    pub fn on_reply(
+        &mut self,
+        now: Instant,
+        token: Token,
+        reply: Reply<'_>,
+        stopping: bool,
+    ) -> Option<Said> {
+        let at = self.out.iter().position(|(t, _)| *t == token)?;
+        let (_, ask) = self.out.swap_remove(at);
+        let mut reply = reply;
+        if let Some(at) = self.runs.iter().position(|r| r.token == token) {
+            let run = self.runs.swap_remove(at);
+            self.timers.set(Timer::RunKill(token), None);
+            if let Reply::Run(ended, _) = reply {
+                reply = Reply::Run(ended, run.timed_out);
+            }
+        }
+        match ask {
+            Ask::Round(ticket, _) if !self.board.awaits(ticket) => {
+                debug!("ignoring a late answer: the stop moved on without it");
+                None
+            }
+            Ask::Round(ticket, index) => {
+                let read = self.kinds[index].read(reply);
+                self.record_count(&read, stopping);
+                if let Some(summary) = &read.summary {
+                    self.last_drain = Some(summary.clone());
+                }
+                self.on_answer(now, ticket, index, read.answer)
+            }
+            Ask::Protect(index, _) => {
+                let read = self.kinds[index].read(reply);
+                self.record_count(&read, stopping);
+                let complaint = read
+                    .failure
+                    .map(|(kind, message)| (format!("drain_{kind}_{index}"), message));
+                Some(Said::Protect {
+                    answer: read.answer,
+                    complaint,
+                })
+            }
+        }
+    }
+
+    /// The app's in-flight count in a drain body (`--drain-count-field`),
+    /// recorded for the report and the listener. A field that is missing or
+    /// not a whole number is said once and nothing is recorded: no count is
+    /// better than a wrong one.
+    fn record_count(&mut self, read: &Read, stopping: bool) {
+        match &read.count {
+            None => {}
+            Some((_, Ok(n))) => {
+                let n = *n;
+                self.in_flight.last = Some(n);
+                if stopping {
+                    self.in_flight.at_stop.get_or_insert(n);
+                    self.in_flight.max = Some(self.in_flight.max.map_or(n, |m| m.max(n)));
+                }
+            }
+            Some((pointer, Err(why))) => {
+                self.in_flight.last = None;
+                if !std::mem::replace(&mut self.count_unreadable, true) {
+                    warn!("--drain-count-field {pointer}: {why} in the drain body; no in-flight count is reported (said once)");
+                }
+            }
+        }
+    }
+
+    /// A source answered its round: logged when its answer changes (so a
+    /// source stuck on one failure is logged once); said when it was the
+    /// last of the round.
+    fn on_answer(
+        &mut self,
+        now: Instant,
+        ticket: Ticket,
+        index: usize,
+        answer: Answer,
+    ) -> Option<Said> {
+        let text = match &answer {
+            Answer::Ready => "ready".to_string(),
+            Answer::NotReady(why) => format!("not ready ({why})"),
+            Answer::NoAnswer(why) => format!("no answer ({why})"),
+        };
+        let (previous, over) = self.board.answer(ticket, index, answer.clone())?;
+        if let Some(at) = self.answered_at.get_mut(index) {
+            *at = Some(now);
+        }
+        // Each change once. "Not ready" in any form is the app's answer
+        // (INFO); a source that could not be asked is WARN, once until it
+        // answers again.
+        let failing_again = matches!(
+            (&previous, &answer),
+            (Some(Answer::NoAnswer(_)), Answer::NoAnswer(_))
+        );
+        if previous.as_ref() != Some(&answer) {
+            // Ready sticks, so it is said once per source and never folded.
+            let said = match answer {
+                Answer::Ready => Some(String::new()),
+                _ => self.said.get_mut(index).and_then(|f| f.allow(now)),
+            };
+            if let Some(note) = said {
+                let source = &self.board.sources[index];
+                let (kind, target) = (source.kind, escape(&source.target, 200));
+                match answer {
+                    Answer::NoAnswer(_) if !failing_again => {
+                        warn!("drain source {kind} {target}: {text}{note}")
+                    }
+                    _ => info!("drain source {kind} {target}: {text}{note}"),
+                }
+            }
+        }
+        over.then(|| Said::Round {
+            ticket,
+            ready: self.board.all_ready(),
+        })
+    }
+
+    /// The round in flight is dropped (escalation, the child ended, the
+    /// app's word): its queued asks with it.
+    pub fn abandon_round(&mut self) {
+        self.board.abandon_round();
+        self.queued.retain(|a| !matches!(a, Ask::Round(..)));
+    }
+
+    /// The stop began: protection's asks end, so a command still asked for
+    /// protection never runs beside the round.
+    pub fn end_protection(&mut self, asks: &mut Asks) {
+        self.queued.retain(|a| matches!(a, Ask::Round(..)));
+        self.kill_runs(asks, false, "the stop began");
+    }
+
+    /// SIGKILL to the groups of the round's commands (`round`), or of
+    /// protection's; they stay in the table until reaped, so none is taken
+    /// for an orphan.
+    pub fn kill_runs(&mut self, asks: &mut Asks, round: bool, why: &str) {
+        for run in &self.runs {
+            if matches!(run.ask, Ask::Round(..)) == round {
+                debug!("killing command {:?}: {why}", run.token);
+                self.timers.set(Timer::RunKill(run.token), None);
+                asks.push(Action::KillRun(run.token));
+            }
+        }
+    }
+
+    /// The report's `sources`.
+    pub fn report(&self) -> Vec<Value> {
+        self.board.report()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn public_targets_show_no_secrets() {
+        assert_eq!(
+            url::public_url("http://user:pw@127.0.0.1:8080/drain?token=x#f"),
+            "http://127.0.0.1:8080/drain"
+        );
+        assert_eq!(url::public_url("http://h/?a=b"), "http://h/");
+        assert_eq!(
+            exec::public_command("'/opt/my tool' --password hunter2"),
+            "/opt/my tool"
+        );
+        let mut config = crate::core::machine::tests::config();
+        config.drain_files = vec!["/tmp/done".into()];
+        let sources = Sources::new(&config);
+        assert_eq!(sources.board.sources[0].public, "/tmp/done");
+    }
+}

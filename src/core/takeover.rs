@@ -1,0 +1,106 @@
+//! Building a `Machine` from nothing, and the fallback's core: after a
+//! panic of the loop, a fresh `Machine` with
+//! no sources, hooks, delay, ECS or notify reading takes over the stop the
+//! failed one began (its start and deadline, extensions included) and the
+//! records for the exit report. It is a timeline like the first, so the
+//! same rules hold.
+
+use std::time::{Duration, Instant};
+
+use std::collections::VecDeque;
+
+use crate::core::asks::Asks;
+use crate::core::counters::Counters;
+use crate::core::event::Input;
+use crate::core::hooks::Hooks;
+use crate::core::machine::{settings, Machine};
+use crate::core::outcome::Ended;
+use crate::core::outcome::RunSummary;
+use crate::core::settings::Config;
+use crate::core::sources::Sources;
+use crate::core::timeline::Timeline;
+use crate::util::text::Fold;
+
+impl<'a> Machine<'a> {
+    /// After a panic of the core `old`: a fresh core with no sources, hooks,
+    /// delay, ECS or notify reading, that takes over the stop `old` began
+    /// (its deadline included) and what `old` recorded for the report.
+    /// `signal_sent`: the shell did send the stop signal.
+    pub fn fallback(
+        config: &'a Config,
+        old: &mut Machine<'_>,
+        signal_sent: bool,
+        child: Option<Ended>,
+        now: Instant,
+    ) -> Machine<'a> {
+        let mut machine = Machine::minimal(config, old.pid, old.pid1, old.started);
+        // The report's records move over; nothing asked by `old` is awaited.
+        machine.summary = std::mem::take(&mut old.summary);
+        machine.sources = Sources::after(&mut old.sources);
+        machine.watch = old.watch.take();
+        if let Some(watch) = &mut machine.watch {
+            watch.end();
+        }
+        machine.notify = old.notify.take();
+        machine.asks = Asks::after(&old.asks);
+        machine.counters = old.counters.clone();
+        machine.version = old.version.wrapping_add(1);
+        if let Some(ended) = child {
+            // The child is gone: nothing may be sent to its pid any more.
+            machine.handle(now, Input::ChildExited(ended));
+        } else if let Some(stop) = old.timeline.stop() {
+            let mut out = Vec::new();
+            machine.timeline.resume(now, stop, signal_sent, &mut out);
+            machine.perform_all(now, out, false);
+        }
+        machine
+    }
+
+    /// A core with no sources, hooks, delay, ECS, notify reading or orphan
+    /// grace: the fallback's (and the one a panic while building the first
+    /// core leaves).
+    pub fn minimal(config: &'a Config, pid: i32, pid1: bool, started: Instant) -> Machine<'a> {
+        let mut settings = settings(config, false);
+        settings.hook = false;
+        settings.pre_stop_delay = Duration::ZERO;
+        settings.orphan_grace = Duration::ZERO;
+        let mut timeline = Timeline::new(settings);
+        timeline.set_grace_max(config.grace_max);
+        let mut machine = Machine::empty(config, pid, pid1, started, timeline);
+        machine.fallback = true;
+        machine
+    }
+
+    pub(super) fn empty(
+        config: &'a Config,
+        pid: i32,
+        pid1: bool,
+        started: Instant,
+        timeline: Timeline,
+    ) -> Machine<'a> {
+        Machine {
+            config,
+            pid,
+            pid1,
+            started,
+            timeline,
+            hooks: Hooks::default(),
+            sources: Sources::default(),
+            watch: None,
+            protection: None,
+            notify: None,
+            asks: Asks::default(),
+            events: VecDeque::new(),
+            outcome: None,
+            summary: RunSummary {
+                child_pid: Some(pid),
+                ..RunSummary::default()
+            },
+            held: Fold::default(),
+            fallback: false,
+            counters: Counters::default(),
+            version: 0,
+            timeline_ran: false,
+        }
+    }
+}
