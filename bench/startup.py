@@ -53,7 +53,7 @@ def syscalls(cmd):
     out = subprocess.run(["strace", "-f", "-c", "-o", "/dev/stdout", *cmd],
                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                          stderr=subprocess.DEVNULL, text=True, check=False).stdout
-    total = re.search(r"^100\.00\s+\S+\s+\S+\s+\S+\s+(\d+)", out, re.M)
+    total = re.search(r"^100\.00\s+\S+\s+\S+\s+(\d+)", out, re.M)
     if total:
         return int(total.group(1))
     lines = [l for l in out.splitlines() if l.strip().endswith("total")]
