@@ -82,7 +82,7 @@ def main():
     for name, cmd in named:
         ratio = f"{over[name] / tini:.2f}x" if tini else "-"
         calls = syscalls(cmd)
-        calls = calls - true_calls if calls >= 0 else calls
+        calls = calls - true_calls if calls > true_calls else "-"
         size = os.path.getsize(cmd[0])
         print(f"| {name} | {over[name]:.0f} us | {ratio} | {calls} | {size:,} |")
 
