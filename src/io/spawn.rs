@@ -230,15 +230,24 @@ fn run(c_args: &[CString], mut plan: Plan<'_>) -> io::Result<i32> {
 }
 
 /// The child, on the spawn stack and drainit's memory: raw system calls
-/// only, then `execve`, or its errno left in the plan and `_exit(127)`.
+/// only, then `execve`, or its errno left in the plan and an exit with
+/// the shell's code for it.
 extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: `arg` is the parent's `Plan`, alive while the parent sleeps.
     let plan = unsafe { &*(arg as *const Plan) };
-    let error = prepare_and_exec(plan);
-    plan.error.store(error.max(1), Ordering::Release);
+    let error = prepare_and_exec(plan).max(1);
+    plan.error.store(error, Ordering::Release);
+    // The exit code says it too, as a shell would: where the memory is not
+    // shared after all (qemu-user runs CLONE_VFORK as a fork), the parent
+    // sees a child that started and exited 127, 126 or 125 at once.
+    let code = match classify(&io::Error::from_raw_os_error(error)) {
+        SpawnFailure::NotFound => 127,
+        SpawnFailure::NotExecutable => 126,
+        SpawnFailure::Other => 125,
+    };
     // SAFETY: ends this process only (it has one thread).
-    unsafe { libc::syscall(libc::SYS_exit_group, 127) };
-    127
+    unsafe { libc::syscall(libc::SYS_exit_group, code) };
+    code
 }
 
 /// errno of the last raw call (the parent's thread slot, shared: the
