@@ -432,3 +432,26 @@ impl Drop for KillOnDrop {
         }
     }
 }
+
+/// One name per signal number on both builds, by the kernel's numbering:
+/// a child killed by signal 34 is `SIGRTMIN+2` in the exit report and the
+/// log, where musl's build once said `34` and glibc's `SIGRTMIN`.
+#[test]
+fn real_time_signals_have_one_name_on_both_builds() {
+    for binary in builds() {
+        let scratch = Scratch::new("rt-name");
+        let report = scratch.file("report.json");
+        let (code, stderr) = drainit(["-v", "--exit-report", path_str(&report)])
+            .binary(&binary)
+            .with_args(sh(&scratch, "kill -34 $$"))
+            .run();
+        assert_eq!(code, 128 + 34, "{binary}: {stderr}");
+        let r: serde_json::Value =
+            serde_json::from_str(&fs::read_to_string(&report).unwrap()).unwrap();
+        assert_eq!(r["child_status"]["signaled"], "SIGRTMIN+2", "{binary}: {r}");
+        assert!(
+            stderr.contains("main child was killed by SIGRTMIN+2"),
+            "{binary}: {stderr}"
+        );
+    }
+}

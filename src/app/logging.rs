@@ -109,7 +109,14 @@ impl log::Log for Logger {
             line = self.line(log::Level::Warn, "drainit", &note);
         }
         line.push_str(&self.line(record.level(), record.target(), record.args()));
-        if !logwriter::write(line.into_bytes()) {
+        // The exit report's line is never dropped for want of queue room,
+        // and at exit it goes out whole or is counted.
+        let queued = if record.target() == REPORT_TARGET {
+            logwriter::write_final(line.into_bytes())
+        } else {
+            logwriter::write(line.into_bytes())
+        };
+        if !queued {
             logwriter::restore_lost(lost);
         }
     }

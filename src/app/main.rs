@@ -189,20 +189,12 @@ fn finish(config: &Config, outcome: &Outcome, mut summary: RunSummary) -> u8 {
         deadline_code: config.deadline_exit_code,
     };
     let code = outcome.exit_code(&policy);
-    // The report is built only when someone reads it: a plain tini-style
-    // run with no stop and no --exit-report skips it.
-    if config.exit_report.is_some() || summary.stop_trigger.is_some() {
+    // The report is built only when someone reads it (a stop's log line,
+    // --exit-report): a plain tini-style run skips it.
+    if summary.stop_trigger.is_some() {
         summary.log_lines_dropped = logwriter::lost_total();
         let report = exit::report(outcome, code, &summary);
-        if let Some(path) = &config.exit_report {
-            let text = format!("{report}\n");
-            if let Err(e) = crate::io::report_file::write(path, text.as_bytes()) {
-                warn!("cannot write the exit report to {}: {e}", path.display());
-            }
-        }
-        if summary.stop_trigger.is_some() {
-            log::info!(target: logging::REPORT_TARGET, "{report}");
-        }
+        log::info!(target: logging::REPORT_TARGET, "{report}");
     }
     if let Some(namespace) = &config.emf {
         // A bare JSON line (no log prefix in either format): CloudWatch
@@ -213,11 +205,20 @@ fn finish(config: &Config, outcome: &Outcome, mut summary: RunSummary) -> u8 {
             .map_or(0, |d| d.as_millis() as u64);
         let mut line = crate::core::emf::line(outcome, code, &summary, namespace, now);
         line.push('\n');
-        logwriter::write(line.into_bytes());
+        logwriter::write_final(line.into_bytes());
     }
     // The writer gets a moment for the last lines; the exit code never
-    // waits for a stderr nobody reads.
+    // waits for a stderr nobody reads. What it could not write is counted
+    // in the report file, written after it.
     logwriter::flush(EXIT_FLUSH);
+    if let Some(path) = &config.exit_report {
+        summary.log_lines_dropped = logwriter::lost_total();
+        let text = format!("{}\n", exit::report(outcome, code, &summary));
+        if let Err(e) = crate::io::report_file::write(path, text.as_bytes()) {
+            warn!("cannot write the exit report to {}: {e}", path.display());
+            logwriter::flush(EXIT_FLUSH);
+        }
+    }
     code
 }
 

@@ -6,9 +6,7 @@
 
 use std::io;
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::SystemTime;
 
 use crate::core::event::Seen;
@@ -65,33 +63,12 @@ fn find_program(name: &str, path: &str) -> Result<PathBuf, String> {
 
 /// Starts `cmd` in its own process group (pgid = its pid), stdin from
 /// /dev/null, stdout and stderr to drainit's stderr, with a clean signal
-/// state: an empty mask and SIGPIPE at its default. The standard library
-/// does neither (measured: a command inherited drainit's full mask, and
-/// glibc's `posix_spawn`, which it uses, set 32 and 33 to SIG_IGN), so the
-/// start goes through fork and exec with a step of our own. The reaper
-/// collects it.
+/// state: an empty mask and SIGPIPE at its default (the standard library
+/// gave neither: a command inherited drainit's full mask, and glibc's
+/// `posix_spawn` set 32 and 33 to SIG_IGN). drainit's own spawner
+/// (`spawn::spawn_command`) starts it; the reaper collects it.
 pub fn start(cmd: &Cmd) -> io::Result<i32> {
-    let mut command = std::process::Command::new(&cmd.program);
-    command
-        .arg0(&cmd.argv[0])
-        .args(&cmd.argv[1..])
-        .process_group(0)
-        .stdin(Stdio::null())
-        .stdout(io::stderr())
-        .stderr(io::stderr());
-    // SAFETY: runs between fork and exec and makes only async-signal-safe
-    // calls (sigemptyset, rt_sigprocmask, signal).
-    unsafe {
-        command.pre_exec(|| {
-            let mut none: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut none);
-            crate::io::signals::raw_sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut())?;
-            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-            Ok(())
-        });
-    }
-    // Dropping the handle neither waits nor kills: the reaper owns it.
-    Ok(command.spawn()?.id() as i32)
+    crate::io::spawn::spawn_command(&cmd.program, &cmd.argv)
 }
 
 /// SIGKILL to a command's process group (its leader's pid), and what it

@@ -1,15 +1,38 @@
-//! Starting the child: its own process group, the terminal's foreground
-//! group when stdin is a tty, the signal state drainit inherited, and the
-//! mapping of exec errors to the exit codes shells use.
+//! Starting processes: the child (its own process group, the terminal's
+//! foreground group when stdin is a tty, the signal state drainit
+//! inherited, and the mapping of exec errors to the exit codes shells use)
+//! and the commands drain sources and stop hooks run, both with one
+//! spawner of drainit's own.
+//!
+//! The spawner is `clone(CLONE_VM | CLONE_VFORK)` on a stack of its own,
+//! as both C libraries' `posix_spawn` are, without their mask handling:
+//! drainit's thread blocks every catchable signal (32-34 included) at all
+//! times, the child is born with that mask, and it stays so until one raw
+//! `rt_sigprocmask` just before `execve`. The parent's mask is never
+//! touched (musl's `posix_spawn` restores it through `pthread_sigmask`,
+//! which hands 32-34 back, so a `kill -33` at that moment ended drainit),
+//! and nothing is copied (no fork of drainit's page tables). The exec's
+//! outcome needs no pipe: the parent sleeps until the child has exec'd or
+//! exited, and a child that could not exec leaves its errno in the memory
+//! they share before it exits.
+//!
+//! The child runs on the parent's memory, so it makes raw system calls
+//! only, allocates nothing and never runs a signal handler: the handlers
+//! drainit may have (the Rust runtime's SIGSEGV and SIGBUS, the C
+//! library's 32-34) are set back to the default before any signal is
+//! unblocked; every other signal is at SIG_DFL or SIG_IGN in drainit
+//! (drainit takes signals with `sigwaitinfo`, never with a handler).
 
-use std::ffi::{CString, OsString};
+use std::cell::UnsafeCell;
+use std::ffi::{CStr, CString, OsString};
 use std::io;
+use std::mem::MaybeUninit;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::process::CommandExt;
-use std::process::Command;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Mutex;
 
 use crate::core::outcome::SpawnFailure;
-use crate::io::signals::{add_raw, Inherited};
+use crate::io::signals::Inherited;
 
 /// A child that could not be started, with the OS error for the log.
 #[derive(Debug)]
@@ -28,32 +51,6 @@ fn classify(err: &io::Error) -> SpawnFailure {
     }
 }
 
-/// Starts `program` and returns its PID, which is also its process group.
-///
-/// Usually with `posix_spawnp` (a vfork-style start: no copy of drainit's
-/// page tables, and exec errors come back as its return value); with
-/// fork+exec when stdin is a terminal (the child must take the terminal's
-/// foreground, which `posix_spawn` cannot do), when SIGCHLD was
-/// inherited ignored (which `posix_spawn` cannot give back), and always
-/// with musl: its `posix_spawn` gives the caller's mask back through
-/// `pthread_sigmask`, which drops 32-34 from it, so until drainit blocks
-/// them again a `kill -33` sent the moment the child runs ends drainit
-/// (seen under load). A fork leaves drainit's own mask alone.
-pub fn spawn(
-    program: &OsString,
-    args: &[OsString],
-    inherited: &'static Inherited,
-) -> Result<i32, SpawnError> {
-    // SAFETY: isatty only inspects fd 0.
-    let tty = unsafe { libc::isatty(libc::STDIN_FILENO) } == 1;
-    match inherited.spawn_defaults() {
-        Some(defaults) if !tty && !inherited.blocks_reserved() && !cfg!(target_env = "musl") => {
-            spawn_posix(program, args, inherited, &defaults)
-        }
-        _ => spawn_forked(program, args, inherited),
-    }
-}
-
 fn spawn_error(source: io::Error) -> SpawnError {
     SpawnError {
         failure: classify(&source),
@@ -61,11 +58,64 @@ fn spawn_error(source: io::Error) -> SpawnError {
     }
 }
 
-fn spawn_posix(
+/// The search path when `PATH` is unset, as execvp and shells use.
+pub const DEFAULT_PATH: &[u8] = b"/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// The child's stack: its frames and one path being tried (PATH_MAX).
+const STACK_SIZE: usize = 16 * 1024;
+const PATH_MAX: usize = libc::PATH_MAX as usize;
+
+/// Signals drainit may hold a handler for, set back to the default in
+/// the child before anything is unblocked.
+const HANDLED_BY_SOMEONE: [i32; 5] = [libc::SIGSEGV, libc::SIGBUS, 32, 33, 34];
+
+/// The stack every child starts on, one child at a time (`SPAWNING`).
+/// Only the pages the child touches cost memory.
+struct Stack(UnsafeCell<MaybeUninit<[u8; STACK_SIZE]>>);
+// SAFETY: used only while `SPAWNING` is held.
+unsafe impl Sync for Stack {}
+static STACK: Stack = Stack(UnsafeCell::new(MaybeUninit::uninit()));
+static SPAWNING: Mutex<()> = Mutex::new(());
+
+/// The signal state the child execs with.
+enum Signals<'a> {
+    /// What drainit inherited (the main child).
+    Inherited(&'a Inherited),
+    /// An empty mask and SIGPIPE at its default (commands).
+    Clean,
+}
+
+/// Everything the child needs, prepared by the parent (the child
+/// allocates nothing).
+struct Plan<'a> {
+    /// A path (with a '/') or a name looked up on `path`.
+    program: &'a CStr,
+    /// `PATH` when `program` has no '/'.
+    search: Option<&'a [u8]>,
+    argv: *const *const libc::c_char,
+    envp: *const *const libc::c_char,
+    /// Take the terminal's foreground (stdin is a tty).
+    tty: bool,
+    /// stdin from /dev/null, stdout to stderr (commands).
+    quiet_stdio: bool,
+    signals: Signals<'a>,
+    /// The dispositions drainit changed from what it inherited must be
+    /// given back one by one (SIGCHLD or 32/33 came in ignored).
+    full_restore: bool,
+    /// The errno of a child that could not exec (0: it did).
+    error: AtomicI32,
+}
+
+extern "C" {
+    static environ: *const *const libc::c_char;
+}
+
+/// Starts `program` and returns its PID, which is also its process group.
+/// Found on `PATH` like execvp (the default path when unset).
+pub fn spawn(
     program: &OsString,
     args: &[OsString],
-    inherited: &Inherited,
-    defaults: &libc::sigset_t,
+    inherited: &'static Inherited,
 ) -> Result<i32, SpawnError> {
     let nul = |_| {
         spawn_error(io::Error::new(
@@ -77,132 +127,305 @@ fn spawn_posix(
         .chain(args)
         .map(|a| CString::new(a.as_bytes()).map_err(nul))
         .collect::<Result<_, _>>()?;
-    let mut argv: Vec<*mut libc::c_char> = c_args
-        .iter()
-        .map(|a| a.as_ptr() as *mut libc::c_char)
-        .collect();
-    argv.push(std::ptr::null_mut());
-    let mut pid: libc::pid_t = 0;
-    // SAFETY: the attribute object is initialised before use and destroyed
-    // after; argv is NUL-terminated and outlives the call; environ is the
-    // process environment, which nothing modifies concurrently here.
-    let rc = unsafe {
-        let mut attr: libc::posix_spawnattr_t = std::mem::zeroed();
-        libc::posix_spawnattr_init(&mut attr);
-        libc::posix_spawnattr_setflags(
-            &mut attr,
-            (libc::POSIX_SPAWN_SETPGROUP
-                | libc::POSIX_SPAWN_SETSIGMASK
-                | libc::POSIX_SPAWN_SETSIGDEF) as libc::c_short,
-        );
-        // Its own process group (pgid = its pid), set before exec: no window
-        // in which a signal to the group could miss it.
-        libc::posix_spawnattr_setpgroup(&mut attr, 0);
-        libc::posix_spawnattr_setsigmask(&mut attr, inherited.mask());
-        libc::posix_spawnattr_setsigdefault(&mut attr, &with_libc_internals(*defaults, inherited));
-        let rc = libc::posix_spawnp(
-            &mut pid,
-            c_args[0].as_ptr(),
-            std::ptr::null(),
-            &attr,
-            argv.as_ptr(),
-            environ,
-        );
-        libc::posix_spawnattr_destroy(&mut attr);
-        rc
+    let search = if program.as_bytes().contains(&b'/') {
+        None
+    } else {
+        // SAFETY: getenv returns a pointer into the environment, which
+        // nothing modifies while drainit runs.
+        let path = unsafe { libc::getenv(c"PATH".as_ptr()) };
+        Some(if path.is_null() {
+            DEFAULT_PATH
+        } else {
+            unsafe { CStr::from_ptr(path) }.to_bytes()
+        })
     };
-    // musl's posix_spawn restores the caller's mask through
-    // `pthread_sigmask`, which drops the reserved numbers (32-34) from the
-    // mask it saved: block them again, or a `kill -33` would end drainit.
-    crate::io::signals::block_handled();
-    if rc != 0 {
-        return Err(spawn_error(io::Error::from_raw_os_error(rc)));
+    // SAFETY: isatty only inspects fd 0.
+    let tty = unsafe { libc::isatty(libc::STDIN_FILENO) } == 1;
+    let full_restore = inherited.spawn_defaults().is_none()
+        || inherited.reserved_ignored(32)
+        || inherited.reserved_ignored(33);
+    run(
+        &c_args,
+        Plan {
+            program: &c_args[0],
+            search,
+            argv: std::ptr::null(),
+            envp: std::ptr::null(),
+            tty,
+            quiet_stdio: false,
+            signals: Signals::Inherited(inherited),
+            full_restore,
+            error: AtomicI32::new(0),
+        },
+    )
+    .map_err(spawn_error)
+}
+
+/// Starts a command: `program` (a path) with `argv` (argv[0] first), in
+/// its own process group, stdin from /dev/null, stdout and stderr to
+/// drainit's stderr, an empty mask and SIGPIPE at its default.
+pub fn spawn_command(program: &std::path::Path, argv: &[String]) -> io::Result<i32> {
+    let nul = |_| io::Error::new(io::ErrorKind::InvalidInput, "argument contains a NUL byte");
+    let path = CString::new(program.as_os_str().as_bytes()).map_err(nul)?;
+    let c_args: Vec<CString> = argv
+        .iter()
+        .map(|a| CString::new(a.as_bytes()).map_err(nul))
+        .collect::<Result<_, _>>()?;
+    run(
+        &c_args,
+        Plan {
+            program: &path,
+            // A command's program is resolved at start: always a path.
+            search: None,
+            argv: std::ptr::null(),
+            envp: std::ptr::null(),
+            tty: false,
+            quiet_stdio: true,
+            signals: Signals::Clean,
+            full_restore: false,
+            error: AtomicI32::new(0),
+        },
+    )
+}
+
+/// Clones the child on the spawn stack and waits until it exec'd (its
+/// PID) or could not (its errno; the child is reaped here).
+fn run(c_args: &[CString], mut plan: Plan<'_>) -> io::Result<i32> {
+    let mut argv: Vec<*const libc::c_char> = c_args.iter().map(|a| a.as_ptr()).collect();
+    argv.push(std::ptr::null());
+    plan.argv = argv.as_ptr();
+    // SAFETY: the process environment, read as it is (like posix_spawn).
+    plan.envp = unsafe { environ };
+    let _one_at_a_time = SPAWNING.lock().unwrap_or_else(|e| e.into_inner());
+    // SAFETY: the stack is ours while SPAWNING is held; its top is aligned
+    // to 16 bytes as both ABIs want. With CLONE_VFORK this thread sleeps
+    // until the child has exec'd or exited, so `plan`, `argv` and the
+    // stack outlive every use the child makes of them; the child touches
+    // nothing else of ours (see `child`).
+    let pid = unsafe {
+        let base = STACK.0.get() as *mut u8;
+        let top = ((base as usize + STACK_SIZE) & !15) as *mut libc::c_void;
+        libc::clone(
+            child,
+            top,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            &plan as *const Plan as *mut libc::c_void,
+        )
+    };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let error = plan.error.load(Ordering::Acquire);
+    if error != 0 {
+        // The child exited at once: collect it here, as posix_spawn does,
+        // so no status of a process nobody knows reaches the reaper.
+        let mut status = 0;
+        // SAFETY: waitpid on our own child's pid.
+        while unsafe { libc::waitpid(pid, &mut status, 0) } < 0
+            && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
+        {}
+        return Err(io::Error::from_raw_os_error(error));
     }
     Ok(pid)
 }
 
-extern "C" {
-    static environ: *const *mut libc::c_char;
+/// The child, on the spawn stack and drainit's memory: raw system calls
+/// only, then `execve`, or its errno left in the plan and an exit with
+/// the shell's code for it.
+extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the parent's `Plan`, alive while the parent sleeps.
+    let plan = unsafe { &*(arg as *const Plan) };
+    let error = prepare_and_exec(plan).max(1);
+    plan.error.store(error, Ordering::Release);
+    // The exit code says it too, as a shell would: where the memory is not
+    // shared after all (qemu-user runs CLONE_VFORK as a fork), the parent
+    // sees a child that started and exited 127, 126 or 125 at once.
+    let code = match classify(&io::Error::from_raw_os_error(error)) {
+        SpawnFailure::NotFound => 127,
+        SpawnFailure::NotExecutable => 126,
+        SpawnFailure::Other => 125,
+    };
+    // SAFETY: ends this process only (it has one thread).
+    unsafe { libc::syscall(libc::SYS_exit_group, code) };
+    code
 }
 
-/// Both C libraries' `posix_spawn` may set their internal signals 32 and 33
-/// to SIG_IGN in the child unless they are in the default set (glibc always
-/// does; musl when it installed a handler for them, which drainit never
-/// makes it do), and SIG_IGN survives exec. drainit passes on exactly what
-/// it inherited, read before any thread existed (glibc's first thread puts
-/// a handler on 33): default unless it inherited SIG_IGN, as fork+exec
-/// does. `sigaddset` refuses these numbers, so the bits are set directly
-/// (`signals::add_raw`).
-const _: () = assert!(std::mem::size_of::<libc::sigset_t>() >= 8);
+/// errno of the last raw call (the parent's thread slot, shared: the
+/// parent never reads it after a successful spawn).
+fn errno() -> i32 {
+    io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EINVAL)
+}
 
-fn with_libc_internals(mut set: libc::sigset_t, inherited: &Inherited) -> libc::sigset_t {
-    for signo in [32, 33] {
-        if !inherited.reserved_ignored(signo) {
-            add_raw(&mut set, signo as usize);
+/// Sets a disposition with the kernel's own call (`handler` is SIG_DFL or
+/// SIG_IGN: no handler, so no restorer). The buffer is larger than the
+/// kernel's `struct sigaction` on every Linux target.
+fn set_raw(signo: i32, handler: usize) -> i64 {
+    let new = [handler, 0, 0, 0];
+    // SAFETY: rt_sigaction reads `new`; 8 is the kernel's sigset size.
+    unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigaction,
+            signo,
+            new.as_ptr(),
+            std::ptr::null_mut::<usize>(),
+            8usize,
+        )
+    }
+}
+
+fn prepare_and_exec(plan: &Plan) -> i32 {
+    // SAFETY (the whole function): raw system calls on values this child
+    // owns or the parent lent it; nothing allocates, locks or unwinds.
+    unsafe {
+        // No handler may ever run here: it would run on drainit's memory.
+        // One call each sets the default and reads what was there; one
+        // that was ignored is ignored again (exec keeps SIG_IGN).
+        for signo in HANDLED_BY_SOMEONE {
+            let new = [libc::SIG_DFL, 0, 0, 0];
+            let mut old = [0usize; 8];
+            let rc = libc::syscall(
+                libc::SYS_rt_sigaction,
+                signo,
+                new.as_ptr(),
+                old.as_mut_ptr(),
+                8usize,
+            );
+            if rc == 0 && old[0] == libc::SIG_IGN {
+                set_raw(signo, libc::SIG_IGN);
+            }
+        }
+        // Its own process group (pgid = its pid), set before exec: no
+        // window in which a signal to the group could miss it.
+        if libc::syscall(libc::SYS_setpgid, 0, 0) != 0 {
+            return errno();
+        }
+        if plan.tty {
+            // Take the terminal so Ctrl-C and job control reach the app.
+            // SIGTTOU is blocked here, so a background drainit does not
+            // stop on it; a failure leaves the terminal as it was.
+            let pgid: libc::pid_t = libc::syscall(libc::SYS_getpid) as libc::pid_t;
+            libc::syscall(
+                libc::SYS_ioctl,
+                libc::STDIN_FILENO,
+                libc::TIOCSPGRP,
+                &pgid as *const libc::pid_t,
+            );
+        }
+        if plan.quiet_stdio {
+            let null = libc::syscall(
+                libc::SYS_openat,
+                libc::AT_FDCWD,
+                c"/dev/null".as_ptr(),
+                libc::O_RDONLY,
+            );
+            if null < 0 {
+                return errno();
+            }
+            if null != 0 {
+                if libc::syscall(libc::SYS_dup3, null, 0, 0) < 0 {
+                    return errno();
+                }
+                libc::syscall(libc::SYS_close, null);
+            }
+            if libc::syscall(libc::SYS_dup3, libc::STDERR_FILENO, libc::STDOUT_FILENO, 0) < 0 {
+                return errno();
+            }
+        }
+        // The one mask restore, then exec.
+        let mut none: libc::sigset_t = std::mem::zeroed();
+        let mask: *const libc::sigset_t = match plan.signals {
+            Signals::Inherited(inherited) if plan.full_restore => {
+                // Dispositions one by one, and the mask last.
+                if let Err(e) = inherited.restore_in_child() {
+                    return e.raw_os_error().unwrap_or(libc::EINVAL);
+                }
+                std::ptr::null()
+            }
+            Signals::Inherited(inherited) => inherited.mask(),
+            Signals::Clean => {
+                set_raw(libc::SIGPIPE, libc::SIG_DFL);
+                libc::sigemptyset(&mut none);
+                &none
+            }
+        };
+        if !mask.is_null()
+            && libc::syscall(
+                libc::SYS_rt_sigprocmask,
+                libc::SIG_SETMASK,
+                mask,
+                std::ptr::null_mut::<libc::sigset_t>(),
+                8usize,
+            ) != 0
+        {
+            return errno();
+        }
+        exec(plan)
+    }
+}
+
+/// `execve`, on each `PATH` entry in turn for a bare name (execvp's
+/// rules: a directory that is not there or not searchable is skipped;
+/// any EACCES met is the error when nothing ran). Returns the errno.
+fn exec(plan: &Plan) -> i32 {
+    let execve = |path: *const libc::c_char| {
+        // SAFETY: NUL-terminated path, argv and envp from the parent.
+        unsafe { libc::syscall(libc::SYS_execve, path, plan.argv, plan.envp) };
+        errno()
+    };
+    let Some(search) = plan.search else {
+        return execve(plan.program.as_ptr());
+    };
+    let name = plan.program.to_bytes();
+    if name.is_empty() {
+        return libc::ENOENT;
+    }
+    let mut buffer = [0u8; PATH_MAX];
+    let mut seen_eacces = false;
+    let mut last = libc::ENOENT;
+    for dir in search.split(|&b| b == b':') {
+        // An empty entry is the current directory, as for execvp.
+        let dir: &[u8] = if dir.is_empty() { b"." } else { dir };
+        let len = dir.len() + 1 + name.len();
+        let Some(candidate) = buffer.get_mut(..len + 1) else {
+            last = libc::ENAMETOOLONG;
+            continue;
+        };
+        let (head, tail) = candidate.split_at_mut(dir.len());
+        head.copy_from_slice(dir);
+        let Some((slash, rest)) = tail.split_first_mut() else {
+            continue;
+        };
+        *slash = b'/';
+        let Some((nul, file)) = rest.split_last_mut() else {
+            continue;
+        };
+        file.copy_from_slice(name);
+        *nul = 0;
+        last = execve(candidate.as_ptr().cast());
+        match last {
+            libc::EACCES => seen_eacces = true,
+            libc::ENOENT
+            | libc::ENOTDIR
+            | libc::ESTALE
+            | libc::ENODEV
+            | libc::ETIMEDOUT
+            | libc::ELOOP
+            | libc::ENAMETOOLONG => {}
+            _ => return last,
         }
     }
-    set
-}
-
-fn spawn_forked(
-    program: &OsString,
-    args: &[OsString],
-    inherited: &'static Inherited,
-) -> Result<i32, SpawnError> {
-    let mut command = Command::new(program);
-    command.args(args);
-    // setpgid runs in the child before exec, and spawn() returns only once
-    // exec has succeeded, so there is no window in which a signal sent to
-    // the group could miss the child (the race tini avoids the same way).
-    command.process_group(0);
-    // SAFETY: the closure runs between fork and exec and only makes
-    // async-signal-safe calls (tcsetpgrp, getpgrp, sigaction, sigprocmask).
-    unsafe {
-        command.pre_exec(move || {
-            // Take the terminal so Ctrl-C and job control reach the app.
-            // SIGTTOU is still ignored here (inherited from drainit), so a
-            // background drainit does not stop on it; ENOTTY means no tty.
-            if libc::isatty(libc::STDIN_FILENO) == 1 {
-                libc::tcsetpgrp(libc::STDIN_FILENO, libc::getpgrp());
-            }
-            inherited.restore_in_child()
-        });
-    }
-    match command.spawn() {
-        // Dropping the handle neither waits nor kills: the reaper owns it.
-        Ok(child) => Ok(child.id() as i32),
-        Err(source) => Err(spawn_error(source)),
+    if seen_eacces {
+        libc::EACCES
+    } else {
+        last
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn libc_internals_are_bits_31_and_32_of_the_set() {
-        // SAFETY: sigemptyset initialises the set it is given.
-        let set = unsafe {
-            let mut set = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            add_raw(&mut set, 32);
-            add_raw(&mut set, 33);
-            set
-        };
-        let words: &[libc::c_ulong] = unsafe {
-            // SAFETY: sigset_t is an array of unsigned longs (see above).
-            std::slice::from_raw_parts(
-                &set as *const libc::sigset_t as *const libc::c_ulong,
-                std::mem::size_of::<libc::sigset_t>() / std::mem::size_of::<libc::c_ulong>(),
-            )
-        };
-        #[cfg(target_pointer_width = "64")]
-        let expected: &[libc::c_ulong] = &[0x1_8000_0000];
-        #[cfg(target_pointer_width = "32")]
-        let expected: &[libc::c_ulong] = &[0x8000_0000, 1];
-        assert_eq!(&words[..expected.len()], expected);
-        assert!(words[expected.len()..].iter().all(|&w| w == 0));
-    }
 
     #[test]
     fn exec_errors_map_like_a_shell() {

@@ -1,0 +1,226 @@
+//! The log writer on a stderr the app made non-blocking: every line that
+//! arrives is whole (each parses as JSON with `--log-format json`), every
+//! line that does not is counted in the exit report's `log_lines_dropped`,
+//! and the exit report's own line (longer than a pipe writes at once) is
+//! either whole or counted. Both C libraries' builds, as PID 1, with a
+//! real pipe, a slow reader and an app that sets O_NONBLOCK on the stderr
+//! it shares with drainit.
+
+mod support;
+
+use std::fs::File;
+use std::io::Read;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::*;
+
+/// Orphans the app leaves: each reaped one is a warning line (`-w`), more
+/// than the writer's queue holds (1,024 lines) while nobody reads.
+const ORPHANS: usize = 1_500;
+
+/// A pipe whose write end already holds as many whole `fill` lines as the
+/// kernel takes; both ends blocking.
+fn full_pipe() -> (OwnedFd, OwnedFd) {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two fds we own at once.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let w = write.as_raw_fd();
+    // SAFETY: fcntl and write on our own fd.
+    unsafe {
+        let flags = libc::fcntl(w, libc::F_GETFL);
+        libc::fcntl(w, libc::F_SETFL, flags | libc::O_NONBLOCK);
+        let line = b"fill\n";
+        while libc::write(w, line.as_ptr().cast(), line.len()) > 0 {}
+        libc::fcntl(w, libc::F_SETFL, flags);
+    }
+    (read, write)
+}
+
+/// The app: makes the stderr it shares with drainit non-blocking, leaves
+/// ORPHANS orphans to drainit, says so, and exits 0 on SIGTERM.
+const APP: &str = r#"
+import fcntl, os, signal, sys, time
+fcntl.fcntl(2, fcntl.F_SETFL, fcntl.fcntl(2, fcntl.F_GETFL) | os.O_NONBLOCK)
+signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+d = sys.argv[1]
+for _ in range(int(sys.argv[2])):
+    pid = os.fork()
+    if pid == 0:
+        if os.fork() == 0:
+            os._exit(0)
+        os._exit(0)
+    os.waitpid(pid, 0)
+open(os.path.join(d, "spawned"), "w").close()
+while True:
+    time.sleep(1)
+"#;
+
+/// `read_before_exit`: a slow reader from the moment every orphan is made
+/// (else nobody reads until drainit has exited: the exit's lines cannot go).
+fn run(build: Build, read_before_exit: bool) {
+    let scratch = Scratch::new("nonblocking-stderr");
+    let report = scratch.file("report.json");
+    let (read, write) = full_pipe();
+    let mut command = Command::new("unshare");
+    command
+        .args(["--pid", "--fork", "--mount-proc", "--kill-child"])
+        .arg(built(build))
+        .args([
+            "--log-format",
+            "json",
+            "-v",
+            "-w",
+            "--emf",
+            "--grace",
+            "20s",
+        ])
+        .args(["--exit-report", path_str(&report)]);
+    // Drain files with long names: the exit report's line outgrows what a
+    // pipe takes at once (PIPE_BUF, 4 KiB).
+    for i in 0..40 {
+        command.arg("--drain-file").arg(scratch.file(&format!(
+            "a-drain-file-with-a-name-long-enough-to-make-the-report-line-long-{i:02}"
+        )));
+    }
+    command
+        .args(["--", "python3", "-c", APP, path_str(&scratch.path)])
+        .arg(ORPHANS.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(write.try_clone().unwrap()));
+    for (key, _) in std::env::vars() {
+        if ["DRAINIT_", "TINI_", "ECS_", "DUMB_INIT_", "KUBERNETES_"]
+            .iter()
+            .any(|p| key.starts_with(p))
+        {
+            command.env_remove(key);
+        }
+    }
+    let mut child = command.spawn().expect("unshare");
+    // The reader sees the end once drainit (and everything it started) is
+    // gone: no other write end may stay open here.
+    drop(command);
+    drop(write);
+    let outer = child.id() as i32;
+    let pid = wait_for("drainit inside unshare", PATIENCE, || {
+        children_of(outer).first().copied()
+    });
+    // Nobody reads until every orphan is made: the queue overflows.
+    scratch.wait_file("spawned");
+    let gate = Arc::new(AtomicBool::new(read_before_exit));
+    // Then a slow reader (512 bytes every 5 ms) until the stop, and a fast
+    // one after it.
+    let stopping = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let stopping = Arc::clone(&stopping);
+        let gate = Arc::clone(&gate);
+        std::thread::spawn(move || {
+            while !gate.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let mut file = File::from(read);
+            let mut all = Vec::new();
+            let mut buf = [0u8; 512];
+            loop {
+                match file.read(&mut buf) {
+                    Ok(0) | Err(_) => return all,
+                    Ok(n) => all.extend_from_slice(&buf[..n]),
+                }
+                if !stopping.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }
+        })
+    };
+    // Half a second (of slow reading): the writer meets EAGAIN many times.
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: kill to the test's own drainit.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    stopping.store(true, Ordering::Relaxed);
+    let until = Instant::now() + PATIENCE;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < until, "{build:?}: drainit did not exit");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    gate.store(true, Ordering::Relaxed);
+    let bytes = reader.join().unwrap();
+    assert_eq!(status.code(), Some(0), "{build:?}");
+
+    let file: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let reaped = file["orphans_reaped"].as_u64().unwrap();
+    let dropped = file["log_lines_dropped"].as_u64().unwrap();
+    let text = String::from_utf8_lossy(&bytes);
+    let (mut seen_reaped, mut noted, mut report_line, mut emf_line, mut lines) =
+        (0u64, 0u64, false, false, 0);
+    for line in text.lines().filter(|l| *l != "fill") {
+        lines += 1;
+        let value: Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("{build:?}: a line cut or mangled ({e}): {line:?}"));
+        if value.get("_aws").is_some() {
+            emf_line = true;
+            continue;
+        }
+        let msg = value["msg"].as_str().unwrap_or_default();
+        if msg.starts_with("Reaped zombie") {
+            seen_reaped += 1;
+        } else if msg == "exit report" {
+            report_line = true;
+            assert_eq!(value["report"]["orphans_reaped"], reaped, "{build:?}");
+        } else if let Some(n) = msg.strip_suffix(
+            " log lines were dropped before this one: stderr is not being read fast enough",
+        ) {
+            noted += n.parse::<u64>().unwrap();
+        }
+    }
+    eprintln!(
+        "{build:?} (read before the exit: {read_before_exit}): {lines} lines, {seen_reaped} of \
+         {reaped} reap lines, {dropped} dropped ({noted} noted), report line {report_line}, \
+         EMF line {emf_line}"
+    );
+    assert!(
+        reaped >= ORPHANS as u64 / 2,
+        "{build:?}: {reaped} orphans reaped"
+    );
+    // Every line lost is counted: the reap lines missing, the report's
+    // line and the EMF line if missing, and what the notes said.
+    let missing = (reaped - seen_reaped) + u64::from(!report_line) + u64::from(!emf_line);
+    assert!(
+        dropped >= missing,
+        "{build:?}: {missing} lines missing, {dropped} counted"
+    );
+    assert!(
+        dropped >= noted,
+        "{build:?}: notes said {noted}, {dropped} counted"
+    );
+    assert!(
+        dropped > 0,
+        "{build:?}: the queue never overflowed: the test pushed nothing"
+    );
+}
+
+#[test]
+fn a_non_blocking_stderr_with_a_slow_reader_loses_no_line_uncounted_and_cuts_none() {
+    for build in [Build::Static, Build::Glibc] {
+        run(build, true);
+    }
+}
+
+/// Nobody reads until drainit has gone: the exit report's line (longer
+/// than a pipe takes at once) and the EMF line cannot be written whole in
+/// the 100 ms at exit, so they are counted in the report file, and what
+/// did get into the pipe is whole.
+#[test]
+fn the_exits_lines_on_a_full_non_blocking_stderr_are_counted_never_cut() {
+    for build in [Build::Static, Build::Glibc] {
+        run(build, false);
+    }
+}
