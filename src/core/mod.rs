@@ -6,6 +6,7 @@ pub mod ecs;
 pub mod emf;
 pub mod event;
 pub mod health;
+pub mod listener;
 pub mod machine;
 pub mod metrics;
 pub mod notify;
