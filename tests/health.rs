@@ -1421,3 +1421,71 @@ fn out_of_descriptors_the_listener_backs_off_and_recovers() {
     scratch.touch("stop");
     assert_eq!(d.wait_code(), 0, "{}", d.stderr());
 }
+
+/// `--probe` of a listener on `[::]` in a network namespace whose IPv6 is
+/// disabled (`net.ipv6.conf.all.disable_ipv6=1`, as on hardened hosts): the
+/// listener answers over IPv4, and the probe, which used to try `::1` only,
+/// finds it there. The namespace is the test's own (`unshare --net`); each
+/// run prints its code and line.
+#[test]
+fn probe_of_an_unspecified_address_tries_ipv4_where_ipv6_is_disabled() {
+    for build in BUILDS {
+        let bin = built(build);
+        let script = format!(
+            r#"ip link set lo up || exit 90
+            sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.lo.disable_ipv6=1 || exit 91
+            unshare --pid --fork --mount-proc --kill-child "{bin}" --serve '[::]:9090' -- sleep 60 &
+            up=
+            for i in $(seq 1 200); do
+                if "{bin}" --probe http://127.0.0.1:9090/healthz >/dev/null; then up=1; break; fi
+                sleep 0.05
+            done
+            [ -n "$up" ] || {{ kill $!; exit 92; }}
+            for i in 1 2 3; do
+                DRAINIT_SERVE='[::]:9090' "{bin}" --probe; echo "code $?"
+                "{bin}" --probe --serve '[::]:9090'; echo "code $?"
+                "{bin}" --probe 'http://[::1]:9090/healthz'; echo "code $?"
+            done
+            kill $!; wait"#
+        );
+        let out = Command::new("unshare")
+            .args(["--net", "sh", "-c", &script])
+            .env_remove("DRAINIT_SERVE")
+            .stdin(Stdio::null())
+            .output()
+            .expect("unshare --net");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{build:?}: {stdout} {stderr}");
+        let codes: Vec<&str> = stdout.lines().filter(|l| l.starts_with("code")).collect();
+        eprintln!("{build:?}: {stdout}");
+        assert_eq!(codes.len(), 9, "{build:?}: {stdout}");
+        assert!(codes.iter().all(|c| *c == "code 0"), "{build:?}: {stdout}");
+        assert!(stdout.contains("127.0.0.1:9090"), "{build:?}: {stdout}");
+    }
+}
+
+/// A request in absolute form (`GET http://host/readyz HTTP/1.1`, which an
+/// HTTP/1.1 server must accept, and which proxies send) is answered like
+/// its origin form, not 404.
+#[test]
+fn absolute_form_requests_are_answered_like_origin_form() {
+    let scratch = Scratch::new("absolute");
+    let (mut d, port) = serving(Build::Static, args(&[], &scratch, HOLD), &[]);
+    scratch.wait_file("ready");
+    wait_status(port, "/readyz", 200);
+    for (target, want) in [
+        (format!("http://127.0.0.1:{port}/readyz"), 200),
+        (format!("HTTP://localhost:{port}/healthz?x=1"), 200),
+        ("http://example.com/status".to_string(), 200),
+        (format!("http://127.0.0.1:{port}/nothing"), 404),
+    ] {
+        let a = exchange(port, &request_bytes("GET", &target)).unwrap();
+        assert_eq!(a.status, want, "{target}: {a:?}");
+    }
+    let s = exchange(port, &request_bytes("GET", "http://h/status")).unwrap();
+    let v: Value = serde_json::from_str(&s.body).unwrap();
+    assert_eq!(v["phase"], "running", "{v}");
+    scratch.touch("stop");
+    assert_eq!(d.wait_code(), 0, "{}", d.stderr());
+}
