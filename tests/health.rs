@@ -1489,3 +1489,52 @@ fn absolute_form_requests_are_answered_like_origin_form() {
     scratch.touch("stop");
     assert_eq!(d.wait_code(), 0, "{}", d.stderr());
 }
+
+/// A `/readyz` asks the loop for a turn with a wake-up of its own (a
+/// SIGCHLD queued with drainit's tag), which the loop tells from a child's:
+/// 100 requests cost drainit no `wait4` (each used to cost one, and a
+/// tick). Counted with strace attached to the running drainit; every
+/// answer is still the sync'd one (200, then 503 at the first request
+/// after SIGTERM, as `readyz_is_503_at_the_first_request_after_sigterm`
+/// checks).
+#[test]
+fn a_health_ask_costs_the_loop_no_waitpid() {
+    if Command::new("strace").arg("-V").output().is_err() {
+        eprintln!("skipped: strace is not installed");
+        return;
+    }
+    let scratch = Scratch::new("ask-wake");
+    let (mut d, port) = serving(Build::Static, args(&[], &scratch, HOLD), &[]);
+    scratch.wait_file("ready");
+    wait_status(port, "/readyz", 200);
+    let trace = scratch.file("trace");
+    let mut strace = Command::new("strace")
+        .args(["-f", "-e", "trace=wait4,waitid", "-o"])
+        .arg(&trace)
+        .args(["-p", &d.pid().to_string()])
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("strace");
+    // Attached once the loop's thread shows a tracer.
+    wait_for("strace to attach", PATIENCE, || {
+        status_field(d.pid(), "TracerPid")
+            .filter(|v| v.trim() != "0")
+            .map(|_| ())
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    for _ in 0..100 {
+        assert_eq!(get(port, "/readyz").status, 200);
+    }
+    // SAFETY: SIGINT to the strace this test started: it detaches.
+    unsafe { libc::kill(strace.id() as i32, libc::SIGINT) };
+    let _ = strace.wait();
+    let text = std::fs::read_to_string(&trace).unwrap_or_default();
+    let waits = text
+        .lines()
+        .filter(|l| l.contains("wait4(") || l.contains("waitid("))
+        .count();
+    eprintln!("100 /readyz: {waits} wait4/waitid calls");
+    assert!(waits < 10, "{waits} waits for 100 /readyz:\n{text}");
+    scratch.touch("stop");
+    assert_eq!(d.wait_code(), 0, "{}", d.stderr());
+}
