@@ -321,13 +321,19 @@ impl Server {
                         continue;
                     }
                     if let Some(id) = self.rules.admit(now, peer.ip()) {
-                        self.conns.push(Conn {
+                        let mut conn = Conn {
                             id,
                             stream,
                             head: Vec::new(),
                             answer: None,
                             done: false,
-                        });
+                        };
+                        // Its request is usually in already: read at once,
+                        // so a probe is answered (or waits with its
+                        // request in) before newer connections can come.
+                        conn.progress(libc::POLLIN, now, &mut self.rules);
+                        self.conns.push(conn);
+                        self.perform(now);
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
