@@ -144,12 +144,15 @@ fn connect_from(from: Ipv4Addr, timeout: Duration) -> io::Result<TcpStream> {
 fn probe_from(from: Ipv4Addr, timeout: Duration) -> Result<Duration, String> {
     let started = Instant::now();
     let mut s = connect_from(from, timeout).map_err(|e| format!("connect: {e}"))?;
-    let left = timeout.saturating_sub(started.elapsed()).max(Duration::from_millis(1));
+    let left = timeout
+        .saturating_sub(started.elapsed())
+        .max(Duration::from_millis(1));
     s.set_read_timeout(Some(left)).unwrap();
     s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         .map_err(|e| format!("write: {e}"))?;
     let mut answer = Vec::new();
-    s.read_to_end(&mut answer).map_err(|e| format!("read: {e}"))?;
+    s.read_to_end(&mut answer)
+        .map_err(|e| format!("read: {e}"))?;
     if started.elapsed() > timeout {
         return Err(format!("answered after {:?}", started.elapsed()));
     }
@@ -163,9 +166,11 @@ fn probe_from(from: Ipv4Addr, timeout: Duration) -> Result<Duration, String> {
 enum Mode {
     /// Opens its connections, closes and reopens them all every 0.6 s.
     Reconnecting,
-    /// Holds its connections without a byte; reopens those closed.
+    /// Holds its connections without a byte; reopens those closed every
+    /// 0.6 s.
     Silent,
-    /// Sends one byte of a head every 900 ms on each; reopens closed ones.
+    /// Sends one byte of a head every 900 ms on each; reopens closed ones
+    /// then.
     Dribbling,
 }
 
@@ -196,30 +201,25 @@ fn hostile(
         };
         let head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n";
         let mut held: Vec<(Option<TcpStream>, usize)> = (0..conns).map(|_| (None, 0)).collect();
-        let mut last_cycle = Instant::now();
-        let mut last_byte = Instant::now();
+        let every = match mode {
+            Mode::Dribbling => Duration::from_millis(900),
+            _ => Duration::from_millis(600),
+        };
+        let mut last_cycle = Instant::now() - every;
         while !stop.load(Ordering::Relaxed) {
-            let now = Instant::now();
-            if matches!(mode, Mode::Reconnecting)
-                && now.duration_since(last_cycle) >= Duration::from_millis(600)
-            {
-                last_cycle = now;
-                for slot in held.iter_mut() {
-                    *slot = (None, 0);
-                }
+            if last_cycle.elapsed() < every {
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
             }
-            let dribble = matches!(mode, Mode::Dribbling)
-                && now.duration_since(last_byte) >= Duration::from_millis(900);
-            if dribble {
-                last_byte = now;
-            }
+            last_cycle = Instant::now();
             for slot in held.iter_mut() {
                 if stop.load(Ordering::Relaxed) {
                     break;
                 }
-                // Closed by drainit (or never opened): open again.
+                // Closed by drainit (or never opened), or time to reconnect.
                 let closed = match &slot.0 {
                     None => true,
+                    Some(_) if matches!(mode, Mode::Reconnecting) => true,
                     Some(s) => {
                         let mut b = [0u8; 64];
                         match s.peek(&mut b) {
@@ -230,10 +230,11 @@ fn hostile(
                     }
                 };
                 if closed {
+                    *slot = (None, 0);
                     *slot = (open(), 0);
                     continue;
                 }
-                if dribble {
+                if matches!(mode, Mode::Dribbling) {
                     if let Some(s) = &mut slot.0 {
                         let i = slot.1 % head.len();
                         let _ = s.write(&head[i..i + 1]);
@@ -241,7 +242,6 @@ fn hostile(
                     }
                 }
             }
-            std::thread::sleep(Duration::from_millis(20));
         }
     })
 }
@@ -337,15 +337,18 @@ fn probes_get_through_reconnecting_silent_and_dribbling_peers() {
             p.join().unwrap();
         }
         let answered = probes.iter().filter(|p| p.is_ok()).count();
+        let failures: Vec<(usize, &String)> = probes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| p.as_ref().err().map(|e| (i, e)))
+            .collect();
         let runs_ok = runs.iter().filter(|(code, _)| *code == Some(0)).count();
         let slowest = probes.iter().flatten().max();
         eprintln!(
             "{build:?}: {answered}/30 probes from a new address answered (slowest {slowest:?}), \
              {runs_ok}/30 --probe runs healthy; peers made {rate:.0} connects/s; \
-             VmHWM {hwm_before} -> {hwm_after}"
+             VmHWM {hwm_before} -> {hwm_after}; failures {failures:?}"
         );
-        let failures: Vec<&Result<Duration, String>> =
-            probes.iter().filter(|p| p.is_err()).collect();
         assert!(answered >= 29, "{build:?}: {answered}/30: {failures:?}");
         assert_eq!(runs_ok, 30, "{build:?}: {runs:?}");
         let kib = |v: &str| -> u64 {

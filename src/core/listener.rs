@@ -50,8 +50,10 @@ pub const PAGE_FRESH: Duration = Duration::from_millis(100);
 /// measured over `CPU_WINDOW`: past it, the listener stops taking and
 /// reading connections until its average is back under the share.
 pub const CPU_SHARE_PERCENT: u32 = 10;
-/// The window the CPU share is measured over.
-pub const CPU_WINDOW: Duration = Duration::from_millis(100);
+/// The window the CPU share is measured over; a rest after a turn of
+/// ordinary cost is shorter than this, so the kernel's queue of
+/// connections (128) does not overflow meanwhile.
+pub const CPU_WINDOW: Duration = Duration::from_millis(25);
 
 /// A connection's number, given by `admit`.
 pub type Id = u64;
