@@ -234,21 +234,20 @@ impl Server {
                 self.shared.drain_wake();
             }
             self.take_published(now);
-            // Connections first (their indices match `fds`), new ones after:
-            // a head just read is parsed before new connections come in.
+            // Connections first (their indices match `fds`), new ones after
+            // (each read at once), then the rules move every one on.
             for (i, conn) in self.conns.iter_mut().enumerate() {
                 let revents = fds[2 + i].revents;
                 if revents != 0 {
                     conn.progress(revents, now, &mut self.rules);
                 }
             }
-            self.advance(now);
             if listening && fds[1].revents != 0 {
                 if let Err(e) = self.accept(now) {
                     return e;
                 }
-                self.perform(now);
             }
+            self.advance(now);
             self.conns.retain(|c| !c.done);
         }
     }
