@@ -2,6 +2,7 @@
 
 pub mod arena;
 pub mod commands;
+pub mod handoff;
 pub mod http;
 pub mod logwriter;
 pub mod notify;

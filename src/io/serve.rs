@@ -14,98 +14,19 @@
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use log::{error, warn};
 
 use crate::core::listener::{self, Action, Id, Listener, Outside};
-use crate::core::status::Status;
+pub use crate::io::handoff::Shared;
 use crate::io::threads::Waker;
-use crate::io::workers::Pool;
-use crate::proto::http::Target;
 use crate::proto::http_request;
 
 /// After EMFILE or ENFILE, the listener is left alone this long.
 const BACKOFF: Duration = Duration::from_millis(100);
-
-/// The thread that asks `--ready-url`: one request at a time.
-static READY: Pool = Pool::new("drainit-ready", 1);
-
-/// What the loop published, and the last turn it served.
-#[derive(Default)]
-struct Published {
-    /// A status the listener has not taken yet.
-    status: Option<Arc<Status>>,
-    /// The highest ask the loop has caught up with.
-    served: u64,
-    /// The app's readiness URL's last answer, not yet taken.
-    app: Option<Result<(), String>>,
-}
-
-/// Shared between the loop (which publishes) and the listener (which
-/// reads): a mutex held for a copy, an ask counter, and an eventfd that
-/// wakes the listener.
-pub struct Shared {
-    state: Mutex<Published>,
-    asked: AtomicU64,
-    wake: OwnedFd,
-}
-
-impl Shared {
-    pub fn new() -> io::Result<Arc<Shared>> {
-        // SAFETY: eventfd with flags; the fd is owned from here on.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(Arc::new(Shared {
-            state: Mutex::new(Published::default()),
-            asked: AtomicU64::new(0),
-            // SAFETY: a fresh fd nobody else owns.
-            wake: unsafe { OwnedFd::from_raw_fd(fd) },
-        }))
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Published> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// The highest turn the listener asked for.
-    pub fn asked(&self) -> u64 {
-        self.asked.load(Ordering::Acquire)
-    }
-
-    /// The loop publishes: a new status (when it changed) and the ask it
-    /// caught up with (`u64::MAX`: the loop is over, nothing more comes).
-    pub fn publish(&self, status: Option<Status>, served: Option<u64>) {
-        {
-            let mut state = self.lock();
-            if let Some(status) = status {
-                state.status = Some(Arc::new(status));
-            }
-            if let Some(served) = served {
-                state.served = state.served.max(served);
-            }
-        }
-        self.wake();
-    }
-
-    fn wake(&self) {
-        let one = 1u64.to_ne_bytes();
-        // SAFETY: an 8-byte write to our eventfd; EAGAIN (counter full)
-        // means a wake-up is pending anyway.
-        unsafe { libc::write(self.wake.as_raw_fd(), one.as_ptr().cast(), 8) };
-    }
-
-    fn drain_wake(&self) {
-        let mut buf = [0u8; 8];
-        // SAFETY: an 8-byte read from our non-blocking eventfd.
-        unsafe { libc::read(self.wake.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
-    }
-}
 
 /// Binds `--serve`'s address before the child starts (non-blocking,
 /// close-on-exec: the child never inherits it).
@@ -124,7 +45,7 @@ pub fn start(
     ready_url: Option<String>,
 ) -> io::Result<()> {
     if ready_url.is_some() {
-        READY.prestart(1)?;
+        crate::io::handoff::prestart_ready()?;
     }
     let mut server = Server {
         listener,
@@ -180,7 +101,7 @@ impl Server {
             // until its average is back (the kernel queues meanwhile).
             let resting = self.rules.spent(now, thread_cpu());
             fds.clear();
-            fds.push(pollfd(self.shared.wake.as_raw_fd(), libc::POLLIN));
+            fds.push(pollfd(self.shared.wake_fd(), libc::POLLIN));
             let listening = resting.is_none() && self.backoff_until.map_or(true, |t| now >= t);
             if listening {
                 self.backoff_until = None;
@@ -299,10 +220,14 @@ impl Server {
                     }
                 }
                 Action::AskLoop(ticket) => {
-                    self.shared.asked.store(ticket, Ordering::Release);
+                    self.shared.ask(ticket);
                     self.loop_waker.wake();
                 }
-                Action::AskApp => self.ask_app(),
+                Action::AskApp => {
+                    if let Some(url) = &self.ready_url {
+                        self.shared.ask_app(url.clone());
+                    }
+                }
             }
         }
     }
@@ -362,35 +287,6 @@ impl Server {
             }
         }
         Ok(())
-    }
-
-    /// Asks `--ready-url` on its own thread; the answer (always one, even
-    /// after a panic of the request) wakes the listener.
-    fn ask_app(&mut self) {
-        let Some(url) = self.ready_url.clone() else {
-            return;
-        };
-        let shared = Arc::clone(&self.shared);
-        let job = Box::new(move || {
-            let target = Target {
-                method: "GET".into(),
-                url,
-            };
-            let timeout = listener::APP_TIMEOUT;
-            let asked =
-                std::panic::catch_unwind(|| crate::io::http::send_for_status(&target, timeout));
-            let answer = listener::app_ready(match asked {
-                Ok(Ok(status)) => Ok(status),
-                Ok(Err(failure)) => Err(failure.kind().to_string()),
-                Err(_) => Err("internal error".to_string()),
-            });
-            shared.lock().app = Some(answer);
-            shared.wake();
-        });
-        if READY.submit(job).is_err() {
-            self.shared.lock().app = Some(Err("cannot start the request".into()));
-            self.shared.wake();
-        }
     }
 }
 
