@@ -47,10 +47,10 @@ pub fn spawn_thread(
 }
 
 /// Wakes the loop from another thread (a worker's result in the inbox, the
-/// health listener's ask for a turn): SIGCHLD sent to the loop's thread
-/// with rt_tgsigqueueinfo. The loop takes SIGCHLD anyway and never forwards it, and
-/// a pending one stays pending until the loop takes it, so no wake-up is
-/// lost. The loop tells it from a child's SIGCHLD by its origin
+/// health listener's ask for a turn): SIGCHLD queued to the loop's thread
+/// with rt_tgsigqueueinfo and drainit's tag (`signals::wake_info`). The
+/// loop takes SIGCHLD anyway and never forwards it, and a pending one
+/// stays pending until the loop takes it, so no wake-up is lost. The loop tells it from a child's SIGCHLD by its origin
 /// (`signals::Received::is_wake`): a wake-up costs no `waitpid`, and no
 /// tick when the inbox is empty and no timer is due (a health ask).
 #[derive(Clone, Copy)]
