@@ -28,9 +28,8 @@ pub const MAX_PER_PEER: usize = 16;
 /// A connection that has not sent a whole head by then is closed; so is
 /// one whose answer could not be written by then.
 pub const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
-/// New connections taken per turn: a connection accepted in a turn is read
-/// in the next, so at most this many newer ones of its own peer can come
-/// before it is read (a probe is never displaced unread by one burst).
+/// New connections taken per turn (each is read at once): a bounded batch,
+/// so a flood of connects cannot keep the others from being served.
 pub const ACCEPT_BATCH: usize = 16;
 /// The longest `/readyz` or `/status` waits for the loop to catch up.
 pub const SYNC_WAIT: Duration = Duration::from_millis(100);
@@ -237,24 +236,22 @@ impl Listener {
     }
 
     /// The peer holding the most places (only outside ones when
-    /// `outside_only`); of equal ones, the one whose oldest is oldest.
+    /// `outside_only`); of equal ones, the one seen first in `conns`
+    /// (which is in order of arrival), whose oldest is the oldest.
     fn largest_peer(&self, outside_only: bool) -> Option<Peer> {
-        let mut best: Option<(usize, Peer)> = None;
+        // At most `MAX_CONNECTIONS` peers: one pass, counted in place.
+        let mut counts: Vec<(Peer, usize)> = Vec::new();
         for c in &self.conns {
             if outside_only && c.peer == Peer::Loopback {
                 continue;
             }
-            if best.is_some_and(|(_, p)| p == c.peer) {
-                continue;
-            }
-            let n = self.conns.iter().filter(|o| o.peer == c.peer).count();
-            // `conns` is in order of arrival: the first peer seen with a
-            // count wins ties, and its oldest is the oldest of them.
-            if best.map_or(true, |(m, _)| n > m) {
-                best = Some((n, c.peer));
+            match counts.iter_mut().find(|(p, _)| *p == c.peer) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((c.peer, 1)),
             }
         }
-        best.map(|(_, p)| p)
+        let most = counts.iter().map(|(_, n)| *n).max()?;
+        counts.into_iter().find(|(_, n)| *n == most).map(|(p, _)| p)
     }
 
     /// The peer's oldest connection still sending its head, else its
