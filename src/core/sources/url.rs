@@ -5,9 +5,18 @@
 
 use crate::core::event::Answer;
 use crate::core::settings::Config;
-use crate::core::sources::{About, AnyKind, How, Kind, Read, Reply};
+use crate::core::sources::{About, AnyKind, Count, How, Kind, Read, Reply};
 use crate::proto::drain_body;
 use crate::proto::http::Target;
+use crate::util::redact;
+
+/// The statuses that mean the URL itself is wrong (its path, port or
+/// method), not that the app is busy.
+pub const WRONG_URL: [u16; 4] = [401, 403, 404, 405];
+
+/// The status besides 2xx a drain endpoint answers with (busy); an answer
+/// in any other carries no in-flight count.
+pub const DRAIN_BUSY: u16 = 503;
 
 pub struct Url {
     url: String,
@@ -26,23 +35,17 @@ pub fn from_config(config: &Config) -> impl Iterator<Item = AnyKind> + '_ {
     })
 }
 
-/// `url` without user-info, query or fragment.
+/// `url` as it may leave drainit (the report, the logs, `/status`): the
+/// one redaction rule, `util::redact::url`.
 pub fn public_url(url: &str) -> String {
-    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
-    let end = rest.find(['?', '#']).unwrap_or(rest.len());
-    let rest = &rest[..end];
-    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    let authority = authority
-        .rsplit_once('@')
-        .map_or(authority, |(_, host)| host);
-    format!("{scheme}://{authority}{path}")
+    redact::url(url)
 }
 
 impl Kind for Url {
     fn about(&self) -> About {
         About {
             name: "url",
-            target: self.url.clone(),
+            target: public_url(&self.url),
             public: public_url(&self.url),
             protects: true,
         }
@@ -60,12 +63,20 @@ impl Kind for Url {
             return Read::answer(Answer::NoAnswer("not a request".into()));
         };
         let reading = drain_body::evaluate(result, &self.field);
-        let count = self
-            .count_field
-            .as_deref()
-            .and_then(|pointer| Some((pointer, drain_body::count(result, pointer)?)));
+        let status = result.as_ref().ok().map(|r| r.status);
+        // Only an answer in a drain status carries a count; any other
+        // (no answer, a proxy's 502, an error page) clears it.
+        let counts = status.is_some_and(|s| (200..300).contains(&s) || s == DRAIN_BUSY);
+        let count = self.count_field.as_deref().map(|pointer| {
+            let count = match drain_body::count(result, pointer) {
+                Some(Ok(n)) if counts => Count::Read(n),
+                Some(Err(why)) if counts => Count::Bad(why),
+                _ => Count::Unreadable,
+            };
+            (pointer, count)
+        });
         let mut summary = reading.summary.clone();
-        if let Some((pointer, Ok(n))) = count {
+        if let Some((pointer, Count::Read(n))) = count {
             // Said once: a top-level count is among the body's numbers.
             if !reading
                 .numbers
@@ -79,10 +90,14 @@ impl Kind for Url {
             (Err(failure), false) => Answer::NoAnswer(failure.to_string()),
             (Ok(_), false) => Answer::NotReady(summary.clone()),
         };
+        // A status that says the URL itself is wrong, in an answer that
+        // did not decide by its body.
+        let wrong_url =
+            status.filter(|s| WRONG_URL.contains(s) && !reading.ready && reading.problem.is_some());
         let failure = result.as_ref().err().map(|f| {
             let message = format!(
                 "drain endpoint {}: {f}",
-                crate::util::text::escape(&self.url, 200)
+                crate::util::text::escape(&public_url(&self.url), 200)
             );
             (f.kind().to_string(), message)
         });
@@ -91,6 +106,7 @@ impl Kind for Url {
             summary: Some(summary),
             count: count.map(|(pointer, c)| (pointer.to_string(), c)),
             failure,
+            wrong_url,
         }
     }
 }
