@@ -144,8 +144,7 @@ fn the_count_is_cleared_by_every_answer_that_cannot_carry_it() {
     scratch.wait_file("ready");
     wait_for("the health listener", PATIENCE, || get(serve, "/healthz"));
     d.signal(libc::SIGTERM);
-    for failing in 1..=REFUSED {
-        let what = MODES[failing];
+    for (failing, what) in MODES.iter().enumerate().skip(1) {
         mode.store(COUNT, Ordering::SeqCst);
         wait_for(&format!("a count of 7 before {what:?}"), PATIENCE, || {
             counts(serve).filter(|(status, gauge)| *status == 7 && gauge.as_deref() == Some("7"))

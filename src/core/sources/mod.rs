@@ -672,4 +672,24 @@ mod tests {
         let sources = Sources::new(&config);
         assert_eq!(sources.board.sources[0].public, "/tmp/done");
     }
+
+    #[test]
+    fn refusals_are_quiet_until_the_first_answer_or_the_window_ends() {
+        let mut config = crate::core::machine::tests::config();
+        config.drain_urls = vec!["http://127.0.0.1:1/a".into(), "http://127.0.0.1:1/b".into()];
+        let mut sources = Sources::new(&config);
+        let t0 = Instant::now();
+        sources.protect_since = Some(t0);
+        let s = Duration::from_secs;
+        assert!(sources.starting(0, t0 + s(1), true));
+        assert!(sources.starting(0, t0 + s(29), true));
+        assert!(
+            !sources.starting(0, t0 + STARTUP_WINDOW, true),
+            "the window ended"
+        );
+        // Source 1 answers once: its window is over at once.
+        assert!(sources.starting(1, t0 + s(2), true));
+        assert!(!sources.starting(1, t0 + s(3), false));
+        assert!(!sources.starting(1, t0 + s(4), true));
+    }
 }

@@ -110,3 +110,82 @@ impl Kind for Url {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::http::{Failure, Kind as FailureKind, Response};
+
+    fn source() -> Url {
+        Url {
+            url: "http://u:pw@app/drain?token=s3cr3t".into(),
+            field: "/readyForTermination".into(),
+            count_field: Some("/activeExecutions".into()),
+        }
+    }
+
+    fn reply(status: u16, content_type: &str, body: &str) -> Result<Response, Failure> {
+        Ok(Response {
+            status,
+            content_type: Some(content_type.into()),
+            body: body.as_bytes().to_vec(),
+        })
+    }
+
+    fn count(result: &Result<Response, Failure>) -> Count {
+        source().read(Reply::Http(result)).count.unwrap().1
+    }
+
+    #[test]
+    fn only_a_drain_status_with_a_number_carries_the_count() {
+        let json = "application/json";
+        let busy = r#"{"readyForTermination":false,"activeExecutions":7}"#;
+        assert_eq!(count(&reply(503, json, busy)), Count::Read(7));
+        assert_eq!(count(&reply(200, json, busy)), Count::Read(7));
+        for unreadable in [
+            reply(502, "text/html", "<html>7</html>"),
+            reply(500, json, busy),
+            reply(429, json, busy),
+            reply(503, json, r#"{"activeExecutions":7"#),
+            Err(Failure::new(FailureKind::Refused, "connection refused")),
+            Err(Failure::new(FailureKind::Timeout, "timed out")),
+        ] {
+            assert_eq!(count(&unreadable), Count::Unreadable, "{unreadable:?}");
+        }
+        assert!(matches!(
+            count(&reply(503, json, r#"{"readyForTermination":false}"#)),
+            Count::Bad(_)
+        ));
+        assert!(matches!(
+            count(&reply(200, json, r#"{"activeExecutions":"7"}"#)),
+            Count::Bad(_)
+        ));
+    }
+
+    #[test]
+    fn wrong_url_statuses_unless_a_json_body_decides() {
+        let wrong = |r: Result<Response, Failure>| source().read(Reply::Http(&r)).wrong_url;
+        for status in WRONG_URL {
+            assert_eq!(wrong(reply(status, "text/html", "no")), Some(status));
+        }
+        assert_eq!(wrong(reply(503, "text/plain", "busy")), None);
+        assert_eq!(wrong(reply(500, "text/plain", "oops")), None);
+        let decided = r#"{"readyForTermination":false}"#;
+        assert_eq!(wrong(reply(404, "application/json", decided)), None);
+        // A JSON 404 without the boolean is a wrong URL too.
+        assert_eq!(wrong(reply(404, "application/json", "{}")), Some(404));
+    }
+
+    #[test]
+    fn what_leaves_is_redacted() {
+        let about = source().about();
+        assert_eq!(about.target, "http://app/drain?token=REDACTED");
+        assert_eq!(about.public, about.target);
+        let refused = Err(Failure::new(FailureKind::Refused, "connection refused"));
+        let (_, message) = source().read(Reply::Http(&refused)).failure.unwrap();
+        assert_eq!(
+            message,
+            "drain endpoint http://app/drain?token=REDACTED: connection refused"
+        );
+    }
+}
