@@ -50,10 +50,17 @@ fn assert_hides(what: &str, text: &str) {
 }
 
 /// A full stop with every kind of source and hook carrying a secret, in
-/// both log formats: no output holds one.
+/// both log formats, on both libc builds: no output holds one.
 #[test]
 fn no_output_carries_a_planted_secret() {
-    for format in ["text", "json"] {
+    for (build, format) in [
+        (Build::Static, "text"),
+        (Build::Static, "json"),
+        (Build::Glibc, "text"),
+        (Build::Glibc, "json"),
+    ] {
+        let format_name = format!("{build:?} {format}");
+        let format_name = format_name.as_str();
         let scratch = Scratch::new("redaction");
         let ready = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&ready);
@@ -97,6 +104,7 @@ fn no_output_carries_a_planted_secret() {
             "--stop-exec",
             "sh -c 'exit 0' --secret hunter5",
         ])
+        .binary(&built(build))
         .with_args(sh(
             &scratch,
             "trap 'touch \"$D/term\"' TERM; touch \"$D/ready\"; while :; do sleep 0.05; done",
@@ -113,7 +121,7 @@ fn no_output_carries_a_planted_secret() {
         });
         let (_, metrics) = get(port, "/metrics").expect("/metrics");
         ready.store(true, Ordering::SeqCst);
-        assert_eq!(d.wait_code(), 0, "{format}: drained: {}", d.stderr());
+        assert_eq!(d.wait_code(), 0, "{format_name}: drained: {}", d.stderr());
         let stderr = d.stderr();
         let report = std::fs::read_to_string(&report).expect("the report file");
 
@@ -131,7 +139,7 @@ fn no_output_carries_a_planted_secret() {
             ("/status", &status),
             ("/metrics", &metrics),
         ] {
-            assert_hides(&format!("{format}: {what}"), text);
+            assert_hides(&format!("{format_name}: {what}"), text);
         }
         // Each output shows what it hid.
         let shown_url = format!("http://{}/drain?token=REDACTED&x=REDACTED", server.addr);
@@ -147,25 +155,28 @@ fn no_output_carries_a_planted_secret() {
         assert_eq!(status["sources"][0]["target"], shown_url, "{status}");
         assert_eq!(status["sources"][1]["target"], "sh", "{status}");
         assert!(metrics.contains("drainit_app_in_flight 7"), "{metrics}");
-        assert!(stderr.contains(&shown_url), "{format}: {stderr}");
+        assert!(stderr.contains(&shown_url), "{format_name}: {stderr}");
         assert!(
             stderr.contains(&format!(
                 "stop hook: POST http://{}/stop?key=REDACTED",
                 server.addr
             )),
-            "{format}: {stderr}"
+            "{format_name}: {stderr}"
         );
         assert!(
             stderr.contains("stop hook: running sh"),
-            "{format}: {stderr}"
+            "{format_name}: {stderr}"
         );
         assert!(
             stderr.contains("drain source exec sh"),
-            "{format}: {stderr}"
+            "{format_name}: {stderr}"
         );
-        assert!(stderr.contains("started sh as pid"), "{format}: {stderr}");
+        assert!(
+            stderr.contains("started sh as pid"),
+            "{format_name}: {stderr}"
+        );
         let emf: Vec<&str> = stderr.lines().filter(|l| l.contains("\"_aws\"")).collect();
-        assert_eq!(emf.len(), 1, "{format}: one EMF line: {stderr}");
+        assert_eq!(emf.len(), 1, "{format_name}: one EMF line: {stderr}");
     }
 }
 
