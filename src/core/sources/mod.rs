@@ -31,6 +31,7 @@ use crate::core::timers::{Timer, Timers};
 use crate::proto::http::{Failure, Response, Target};
 use crate::util::text::{escape, Fold};
 pub use board::{Board, Source};
+pub use url::Count;
 
 /// Polls of one kind (drain rounds; task protection) in flight at once;
 /// the rest wait for a slot in the same round.
@@ -167,21 +168,6 @@ pub struct Read {
     pub failure: Option<(String, String)>,
     /// A status that says the URL itself looks wrong (401, 403, 404, 405).
     pub wrong_url: Option<u16>,
-}
-
-/// The in-flight count (`--drain-count-field`) as one answer carried it.
-/// Anything but a number clears the count: no count is better than a
-/// wrong one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Count {
-    /// A whole number at the pointer.
-    Read(u64),
-    /// A JSON answer in a drain status without a whole number there: why
-    /// (said once).
-    Bad(&'static str),
-    /// An answer that cannot carry one: no answer at all, not JSON, an
-    /// unparsable body, a status other than 2xx or 503.
-    Unreadable,
 }
 
 impl Read {

@@ -5,7 +5,7 @@
 
 use crate::core::event::Answer;
 use crate::core::settings::Config;
-use crate::core::sources::{About, AnyKind, Count, How, Kind, Read, Reply};
+use crate::core::sources::{About, AnyKind, How, Kind, Read, Reply};
 use crate::proto::drain_body;
 use crate::proto::http::Target;
 use crate::util::redact;
@@ -17,6 +17,21 @@ pub const WRONG_URL: [u16; 4] = [401, 403, 404, 405];
 /// The status besides 2xx a drain endpoint answers with (busy); an answer
 /// in any other carries no in-flight count.
 pub const DRAIN_BUSY: u16 = 503;
+
+/// The in-flight count (`--drain-count-field`) as one answer carried it.
+/// Anything but a number clears the count: no count is better than a
+/// wrong one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Count {
+    /// A whole number at the pointer.
+    Read(u64),
+    /// A JSON answer in a drain status without a whole number there: why
+    /// (said once).
+    Bad(&'static str),
+    /// An answer that cannot carry one: no answer at all, not JSON, an
+    /// unparsable body, a status other than 2xx or 503.
+    Unreadable,
+}
 
 pub struct Url {
     url: String,
