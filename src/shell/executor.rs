@@ -13,6 +13,7 @@ use crate::core::event::{Action, Input, Token};
 use crate::core::outcome::Ended;
 use crate::core::rules;
 use crate::core::settings::Config;
+use crate::core::sources::exec::public_command;
 use crate::io::threads::Outbox;
 use crate::io::{commands, http, procfs};
 use crate::proto::http::{Failure, Kind};
@@ -87,11 +88,11 @@ impl<'a> Executor<'a> {
                 crate::util::fault::point("start_run");
                 match commands::start(&cmd) {
                     Ok(pid) => {
-                        debug!("started {} as pid {pid}", cmd.text);
+                        debug!("started {} as pid {pid}", public_command(&cmd.text));
                         self.runs.push((pid, token));
                     }
                     Err(e) => {
-                        warn!("cannot run {}: {e}", cmd.text);
+                        warn!("cannot run {}: {e}", public_command(&cmd.text));
                         self.answers.push_back(Input::RunFailed { token });
                     }
                 }
