@@ -34,7 +34,10 @@ pub fn run(probe: &Probe) -> bool {
                     Ok(status) => {
                         break (
                             (200..300).contains(&status),
-                            format!("HTTP {status} from {}", escape(&url, 200)),
+                            format!(
+                                "HTTP {status} from {}",
+                                escape(&crate::util::redact::url(&url), 200)
+                            ),
                         )
                     }
                     // Nothing listens over this family: the other one.
@@ -42,7 +45,13 @@ pub fn run(probe: &Probe) -> bool {
                         url = tries.next().unwrap_or_default();
                     }
                     Err(failure) => {
-                        break (false, format!("{} failed: {failure}", escape(&url, 200)))
+                        break (
+                            false,
+                            format!(
+                                "{} failed: {failure}",
+                                escape(&crate::util::redact::url(&url), 200)
+                            ),
+                        )
                     }
                 }
             }
