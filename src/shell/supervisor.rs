@@ -1,8 +1,9 @@
 //! A run from start to end: the notify socket, the child, the reader
 //! thread, the core and the loop that drives it (`event_loop.rs`), the
 //! fallback after a panic of the loop (`fallback.rs`), and at the end the
-//! last notify messages and the summary for the exit report. Nothing here
-//! may end the process while the child runs.
+//! last notify messages and the summary for the exit report; called
+//! `dumb-init`, leaving the start directory once the child started.
+//! Nothing here may end the process while the child runs.
 
 use std::net::TcpListener;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -95,6 +96,9 @@ pub fn run(
     };
     child.store(pid, Ordering::Relaxed);
     debug!("started {:?} as pid {pid}", config.program);
+    if config.compat.leave_start_directory {
+        leave_start_directory();
+    }
     let mut exec = Executor::new(config, pid, outbox);
     let mut shell = Shell::default();
     shell.publisher = publisher;
@@ -152,6 +156,16 @@ pub fn run(
     summary.stop_trigger = summary.stop_trigger.or(shell.trigger);
     summary.orphans_reaped += shell.orphans;
     (outcome, summary)
+}
+
+/// Called `dumb-init`: once the child started in it, the start directory is
+/// the child's alone (`/proc/1/cwd` is `/`), so a volume mounted there can
+/// be unmounted. The paths drainit keeps were made absolute at start
+/// (`app::main`); a failure keeps the directory, as dumb-init does.
+fn leave_start_directory() {
+    if let Err(e) = std::env::set_current_dir("/") {
+        debug!("cannot leave the start directory for /: {e}");
+    }
 }
 
 /// Starts the health listener on the loop's thread (its asks wake this
