@@ -101,14 +101,15 @@ fn cwd_of(pid: i32) -> Option<PathBuf> {
 }
 
 /// Starts `binary` as PID 1 in `start` (its working directory), with a
-/// child that writes its own directory to `child-cwd` and waits for
-/// `stop`, and a relative `--exit-report`.
+/// child that writes its own directory to `child-cwd` and drainit's to
+/// `parent-cwd`, then waits for `stop`, and a relative `--exit-report`.
 fn started_in(binary: &str, start: &Path, scratch: &Scratch) -> Drainit {
     let dir = CString::new(path_str(start)).unwrap();
     let mut args = vec!["--exit-report".to_string(), "report.json".into()];
     args.extend(sh(
         scratch,
-        "pwd > \"$D/child-cwd\"; touch \"$D/ready\"; \
+        "pwd > \"$D/child-cwd\"; readlink /proc/$PPID/cwd > \"$D/parent-cwd\"; \
+         touch \"$D/ready\"; \
          while [ ! -e \"$D/stop\" ]; do sleep 0.02; done",
     ));
     drainit(args)
@@ -130,12 +131,10 @@ fn called_dumb_init_its_working_directory_is_root_once_the_child_started() {
     let start = Scratch::new("dumb-init-start");
     let scratch = Scratch::new("dumb-init-cwd");
     let mut d = started_in(&dumb, &start.file(""), &scratch);
-    wait_for(
-        "drainit (PID 1) to leave its start directory",
-        PATIENCE,
-        || (cwd_of(d.pid())? == Path::new("/")).then_some(()),
-    );
     scratch.wait_file("ready");
+    // Already at the child's first moment (as dumb-init's suite reads it).
+    assert_eq!(scratch.read("parent-cwd").trim(), "/");
+    assert_eq!(cwd_of(d.pid()).as_deref(), Some(Path::new("/")));
     // The child started where drainit was started.
     assert_eq!(
         Path::new(scratch.read("child-cwd").trim()),
@@ -157,10 +156,9 @@ fn under_its_own_name_drainit_keeps_its_start_directory() {
     let scratch = Scratch::new("drainit-cwd");
     let mut d = started_in(DRAINIT, &start.file(""), &scratch);
     scratch.wait_file("ready");
-    assert_eq!(
-        cwd_of(d.pid()),
-        Some(start.file("").canonicalize().unwrap())
-    );
+    let start_dir = start.file("").canonicalize().unwrap();
+    assert_eq!(cwd_of(d.pid()), Some(start_dir.clone()));
+    assert_eq!(Path::new(scratch.read("parent-cwd").trim()), start_dir);
     scratch.touch("stop");
     assert_eq!(d.wait_code(), 0, "{}", d.stderr());
     assert!(start.file("report.json").exists(), "{}", d.stderr());
