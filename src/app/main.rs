@@ -252,8 +252,8 @@ fn print_quietly(text: &str, stderr: bool) {
     let _ = std::io::stdout().lock().flush();
 }
 
-/// Called `dumb-init`, drainit leaves its start directory for `/` once the
-/// child started (`supervisor::run`), so it holds no mount busy: every
+/// Called `dumb-init`, drainit leaves its start directory for `/` as the
+/// child starts (`supervisor::run`), so it holds no mount busy: every
 /// path it keeps for later (the exit report, drain files, the notify
 /// socket, the programs of hook and drain commands) is made absolute here
 /// first. A start directory that cannot be read (removed) is kept instead.

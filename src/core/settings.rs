@@ -79,8 +79,9 @@ pub struct Compat {
     /// SIGTSTP, SIGTTIN and SIGTTOU are forwarded, then drainit stops
     /// itself (SIGSTOP) until a SIGCONT, which it forwards too.
     pub job_control_stops_self: bool,
-    /// Once the child started, drainit's own working directory is `/`, so
-    /// it holds no mount busy; relative paths were made absolute at start.
+    /// From the child's start on, drainit's own working directory is `/`
+    /// (the child starts in drainit's start directory), so drainit holds
+    /// no mount busy; relative paths were made absolute at start.
     pub leave_start_directory: bool,
 }
 

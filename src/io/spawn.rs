@@ -1,6 +1,7 @@
 //! Starting processes: the child (its own process group, the terminal's
 //! foreground group when stdin is a tty, the signal state drainit
-//! inherited, and the mapping of exec errors to the exit codes shells use)
+//! inherited, the directory it moves into when drainit has left it, and
+//! the mapping of exec errors to the exit codes shells use)
 //! and the commands drain sources and stop hooks run, both with one
 //! spawner of drainit's own.
 //!
