@@ -28,10 +28,10 @@ if [ $# -gt 0 ] && [ "$1" != "--" ]; then
 fi
 [ $# -gt 0 ] && [ "$1" = "--" ] && shift
 
-[ -d "$suite/tests" ] && [ -d "$suite/testing" ] || {
+if [ ! -d "$suite/tests" ] || [ ! -d "$suite/testing" ]; then
     echo "$0: $suite has no tests/ and testing/ folders" >&2
     exit 2
-}
+fi
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
 cp "$binary" "$bin/dumb-init"
