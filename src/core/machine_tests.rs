@@ -70,6 +70,7 @@ pub(crate) fn config() -> Config {
         ready_url: None,
         drain_count_field: None,
         emf: None,
+        compat: Default::default(),
     }
 }
 

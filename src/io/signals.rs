@@ -59,12 +59,24 @@ pub const FAULTS: [i32; 7] = [
 
 /// Terminal job-control signals. Sent by another process they are forwarded
 /// unchanged (the app decides what stopping means); drainit itself is never
-/// stopped: they stay blocked, and the kernel treats a blocked SIGTTIN/TTOU
+/// stopped by them (called `dumb-init`, it stops itself after forwarding
+/// one: `stop_self`): they stay blocked, and the kernel treats a blocked SIGTTIN/TTOU
 /// as ignored when drainit touches a tty from a background group (reading,
 /// writing, `tcsetpgrp`), so it generates none. Unlike tini, drainit does not
 /// set them to SIG_IGN: setting SIG_IGN discards a pending signal, so one
 /// sent before the loop runs would be lost instead of forwarded.
 pub const JOB_CONTROL: [i32; 3] = [libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU];
+
+/// Stops drainit, every thread of it, until a SIGCONT: what dumb-init does
+/// after forwarding a job-control signal (called by its name). SIGSTOP
+/// cannot be blocked; the SIGCONT that resumes drainit stays queued (it is
+/// blocked) and is forwarded by the loop like any other. As PID 1 of a
+/// namespace the kernel drops a SIGSTOP sent from inside it, drainit's own
+/// included: only the child stops (as with dumb-init).
+pub fn stop_self() {
+    // SAFETY: kill has no memory effects.
+    unsafe { libc::kill(own_pid(), libc::SIGSTOP) };
+}
 
 /// Dispositions the child gets back as drainit inherited them: SIGCHLD (an
 /// inherited SIG_IGN would make the kernel reap our children before we see

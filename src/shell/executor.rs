@@ -15,7 +15,7 @@ use crate::core::rules;
 use crate::core::settings::Config;
 use crate::core::sources::exec::public_command;
 use crate::io::threads::Outbox;
-use crate::io::{commands, http, procfs};
+use crate::io::{commands, http, procfs, signals};
 use crate::proto::http::{Failure, Kind};
 use crate::shell::lanes;
 use crate::util::signame::signal_name;
@@ -63,6 +63,8 @@ impl<'a> Executor<'a> {
                     self.answers.push_back(Input::OthersGone);
                 }
             }
+            Action::SignalGroupLeft { signo } => procfs::signal_group_left(self.pid, signo),
+            Action::StopSelf => signals::stop_self(),
             Action::Send {
                 token,
                 lane,
