@@ -95,7 +95,10 @@ pub struct TimelineSettings {
     /// `--grace`: the deadline from t0, None never escalates.
     pub grace: Option<Duration>,
     pub pre_stop_delay: Duration,
-    /// A stop hook (`--stop-url`) is configured.
+    /// A stop hook (`--stop-url`, `--stop-exec`) is configured. The core
+    /// derives it from `Config::stop_hooks` and `stop_execs`, as `drain`
+    /// from the sources (`machine::settings`): what the configuration
+    /// stores here is not read.
     pub hook: bool,
     /// Longest wait for the hook's answer (then capped, see `hook_timeout`).
     pub hook_timeout: Duration,
