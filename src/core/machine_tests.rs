@@ -63,6 +63,7 @@ pub(crate) fn config() -> Config {
         deadline_exit_code: 124,
         exit_report: None,
         ecs: None,
+        k8s: None,
         notify: None,
         grace_max: Some(ms(10_000)),
         notices: Vec::new(),

@@ -174,6 +174,7 @@ impl Machine<'_> {
                 family: t.family.clone(),
                 service: t.service_name.clone(),
             }),
+            k8s: self.protection.as_ref().and_then(|p| p.k8s_report()),
         }
     }
 

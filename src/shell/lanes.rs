@@ -30,7 +30,14 @@ pub fn start(config: &Config) {
     let (protect, ecs) = (protect::active(config), watch::active(config));
     let pools: [(&'static Pool, usize); 4] = [
         (&POLLS, urls),
-        (&PROTECT, if protect { urls } else { 0 }),
+        (
+            &PROTECT,
+            if protect {
+                urls + protect::threads(config)
+            } else {
+                0
+            },
+        ),
         (&ECS, if ecs { 2 } else { 0 }),
         (&HOOKS, config.stop_hooks.len()),
     ];
