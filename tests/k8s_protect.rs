@@ -91,10 +91,15 @@ impl Api {
             .collect()
     }
 
-    /// The pod's annotations as the server holds them now.
-    fn annotations(&self) -> Value {
-        let pod: Value = serde_json::from_str(&self.dir.read("pod.json")).unwrap();
-        pod["metadata"]["annotations"].clone()
+    /// Waits until the pod's annotations, as the server holds them, are
+    /// `want` (the server writes its copy of the pod just after it
+    /// records the request, and not atomically).
+    fn wait_annotations(&self, want: &Value) {
+        wait_for(&format!("the pod's annotations {want}"), PATIENCE, || {
+            let text = fs::read_to_string(self.dir.file("pod.json")).ok()?;
+            let pod: Value = serde_json::from_str(&text).ok()?;
+            (pod["metadata"]["annotations"] == *want).then_some(())
+        });
     }
 
     /// A service-account directory for this server: its CA, `token-1`,
@@ -184,7 +189,7 @@ fn busy_then_idle_after_the_hold_then_busy_again() {
         body_of(first),
         serde_json::json!({"metadata": {"annotations": busy_annotations()}})
     );
-    assert_eq!(api.annotations(), busy_annotations());
+    api.wait_annotations(&busy_annotations());
     assert_eq!(api.requests()[0]["method"], "GET", "the pod read first");
 
     // Busy and protected: nothing more over several polls.
@@ -204,12 +209,12 @@ fn busy_then_idle_after_the_hold_then_busy_again() {
         body_of(&api.patches()[1]),
         serde_json::json!({"metadata": {"annotations": {COST: null, EVICT: null, DISRUPT: null}}})
     );
-    assert_eq!(api.annotations(), Value::Null, "none left behind");
+    api.wait_annotations(&Value::Null);
 
     // Busy again: at once.
     busy.store(true, Ordering::SeqCst);
     wait_patches(&api, 3, PATIENCE);
-    assert_eq!(api.annotations(), busy_annotations());
+    api.wait_annotations(&busy_annotations());
     assert_eq!(api.patches().len(), 3);
     d.signal(libc::SIGTERM);
     busy.store(false, Ordering::SeqCst);
@@ -231,7 +236,7 @@ fn annotations_found_at_start_are_cleared_by_the_first_idle_answer() {
     s.wait_file("ready");
     let cleared_at = wait_patches(&api, 1, HOLD + PATIENCE);
     assert!(cleared_at.duration_since(started) >= HOLD);
-    assert_eq!(api.annotations(), Value::Null);
+    api.wait_annotations(&Value::Null);
     assert_eq!(
         body_of(&api.patches()[0]),
         serde_json::json!({"metadata": {"annotations": {COST: null, EVICT: null, DISRUPT: null}}})
@@ -319,7 +324,7 @@ fn the_token_is_read_again_for_every_request() {
         api.patches()[0]["headers"]["authorization"],
         "Bearer token-2"
     );
-    assert_eq!(api.annotations(), busy_annotations());
+    api.wait_annotations(&busy_annotations());
     d.signal(libc::SIGTERM);
     assert_eq!(d.wait_code(), 124);
 }
@@ -506,7 +511,7 @@ fn both_libc_builds_protect() {
             .start();
         s.wait_file("ready");
         wait_patches(&api, 1, PATIENCE);
-        assert_eq!(api.annotations(), busy_annotations(), "{build:?}");
+        api.wait_annotations(&busy_annotations());
         d.signal(libc::SIGTERM);
         assert_eq!(d.wait_code(), 124, "{build:?}");
     }

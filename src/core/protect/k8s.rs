@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use log::{info, warn};
 
+use crate::core::complaints::Complaints;
 use crate::core::outcome::K8sReport;
 use crate::core::protect::{Backend, Grace, Request};
 use crate::core::settings::{Config, K8sConfig};
@@ -78,6 +79,8 @@ pub struct Protection {
     retried: bool,
     /// The last failure said (one line until it changes).
     said: Option<String>,
+    /// The sources' failures to answer protection's poll, once per kind.
+    sources: Complaints,
     /// The grace that applies, where it came from, and the pod's period.
     grace: Option<Duration>,
     grace_max: Option<Duration>,
@@ -104,6 +107,7 @@ impl Protection {
             follow: None,
             retried: false,
             said: None,
+            sources: Complaints::default(),
             grace,
             grace_max,
             grace_max_given: k8s.grace_max_given,
@@ -361,7 +365,7 @@ impl Backend for Protection {
 
     fn complain(&mut self, key: &str, message: &str) {
         // A source that did not answer protection's poll.
-        self.say(&format!("source_{key}"), message);
+        self.sources.once(key, "pod protection", message);
     }
 }
 
