@@ -271,6 +271,7 @@ fn kubernetes_deployment() {
 }
 
 #[test]
+#[cfg(feature = "k8s")]
 fn kubernetes_protect() {
     let text = std::fs::read_to_string("examples/kubernetes/protect.yaml").unwrap();
     let line = text
