@@ -399,6 +399,35 @@ fn the_grace_comes_from_the_pod() {
 }
 
 #[test]
+fn a_refused_token_is_read_again_and_retried_at_once() {
+    let api = Api::start(&["--grace", "10", "--statuses", "401"]);
+    let s = Scratch::new("k8s-401");
+    let sa = api.service_account(&s);
+    let busy = Arc::new(AtomicBool::new(false));
+    let drain = drain_endpoint(&busy);
+    let addr = free_addr();
+    let mut d = in_pod(&api, &sa, &drain, &["--serve", &addr], &s).start();
+    s.wait_file("ready");
+    // The read refused, then read again at once: a read, where a later
+    // poll would have sent the idle patch of a pod drainit knows nothing
+    // of. The pod's grace applies.
+    wait_for("the pod's grace after a 401", PATIENCE, || {
+        (status(&addr)?["kubernetes"]["grace_from"] == "pod").then_some(())
+    });
+    let requests = api.requests();
+    let seen: Vec<(&str, &Value)> = requests
+        .iter()
+        .map(|r| (r["method"].as_str().unwrap(), &r["status"]))
+        .collect();
+    assert_eq!(
+        seen,
+        [("GET", &Value::from(401)), ("GET", &Value::from(200))]
+    );
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_code(), 0, "an idle app: drained");
+}
+
+#[test]
 fn a_grace_at_or_above_the_pods_is_a_warning() {
     let api = Api::start(&["--grace", "10"]);
     let s = Scratch::new("k8s-grace-warn");
