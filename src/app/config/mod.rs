@@ -118,7 +118,7 @@ impl Config {
         let mut notices = Vec::new();
         let (ecs, platform) = platform::read(env, sources.can_say_busy(), &mut notices)?;
         let ecs_protect = ecs.as_ref().is_some_and(|e| e.protect.is_some());
-        let k8s = platform::k8s(env, sources.can_say_busy(), ecs_protect)?;
+        let k8s = platform::k8s(env, sources.can_say_busy(), ecs_protect, &mut notices)?;
         let notify = notify_from(env)?;
         let drain_active = sources.active()
             || notify.is_some()

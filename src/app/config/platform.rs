@@ -148,6 +148,7 @@ pub(super) fn k8s(
     env: &Env<'_>,
     can_say_busy: bool,
     ecs_protect: bool,
+    notices: &mut Vec<Notice>,
 ) -> Result<Option<K8sConfig>, UsageError> {
     let cost = env.value_or_default(&options::K8S_COST, parse_k8s_cost)?;
     let managed = env.value_or_default(&options::K8S_ANNOTATIONS, Managed::parse)?;
@@ -182,6 +183,11 @@ pub(super) fn k8s(
     )
     .map_err(need)?;
     let namespace = read_namespace().map_err(need)?;
+    let names: Vec<&str> = managed.iter().map(|a| a.name()).collect();
+    notices.push(Notice::Info(format!(
+        "Kubernetes pod protection for {namespace}/{pod} ({}) while the app is busy",
+        names.join(", ")
+    )));
     Ok(Some(K8sConfig {
         ip,
         port,
