@@ -281,6 +281,55 @@ fn refused_connection_is_not_ready_but_the_child_may_exit_by_itself() {
     assert!(ms(&run.report["stop_to_exit_ms"]) < 10_000);
 }
 
+/// A drain URL answering 401, 403, 404 or 405 (no JSON body deciding)
+/// looks wrong: one warning per source until its answer changes (404,
+/// then a busy 503, then 404 again: two), none for a 404 whose JSON body
+/// decides; the stop runs to the deadline either way.
+#[test]
+fn a_wrong_drain_url_is_one_warning_until_its_answer_changes() {
+    let scratch = Scratch::new("wrong-url");
+    let server = Server::start(|_, i| match i {
+        4..=7 => json(503, "{\"readyForTermination\":false}"),
+        _ => Reply::Send(404, "text/plain", "no such route".into()),
+    });
+    let url = server.url("/drian");
+    let flags = [
+        "--drain-url",
+        &url,
+        "--drain-interval",
+        "100ms",
+        "--grace",
+        "2s",
+    ];
+    let run = stop_run(&scratch, &flags, STUBBORN);
+    assert_eq!(run.code, 124, "{}", run.stderr);
+    assert!(server.count() >= 12, "polled {} times", server.count());
+    let warnings: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.contains("the URL looks wrong"))
+        .collect();
+    assert_eq!(warnings.len(), 2, "{}", run.stderr);
+    for line in &warnings {
+        assert!(line.contains("WARN") && line.contains("HTTP 404"), "{line}");
+    }
+
+    let scratch = Scratch::new("wrong-url-json");
+    let server = Server::start(|_, _| json(404, "{\"readyForTermination\":false}"));
+    let url = server.url("/drain");
+    let flags = [
+        "--drain-url",
+        &url,
+        "--drain-interval",
+        "100ms",
+        "--grace",
+        "1s",
+    ];
+    let run = stop_run(&scratch, &flags, STUBBORN);
+    assert_eq!(run.code, 124, "{}", run.stderr);
+    assert!(!run.stderr.contains("looks wrong"), "{}", run.stderr);
+}
+
 /// A stop against a drain endpoint that always gives `reply`.
 fn against(name: &str, reply: fn() -> Reply, flags: &[&str], child: &str) -> Run {
     let scratch = Scratch::new(name);

@@ -469,3 +469,113 @@ fn a_loop_panic_during_the_pre_stop_delay_still_signals_the_app() {
         sent.elapsed()
     );
 }
+
+/// A drain endpoint on `port` that says busy, until `stop` is set: then
+/// its socket is closed and connections are refused.
+fn busy_endpoint(port: u16, stop: Arc<std::sync::atomic::AtomicBool>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind(("127.0.0.1", port)).expect("bind the drain port");
+    listener.set_nonblocking(true).unwrap();
+    std::thread::spawn(move || {
+        while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+            let Ok((mut stream, _)) = listener.accept() else {
+                std::thread::sleep(Duration::from_millis(2));
+                continue;
+            };
+            stream.set_nonblocking(false).unwrap();
+            let mut head = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match stream.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            let body = "{\"readyForTermination\":false}";
+            let _ = write!(
+                stream,
+                "HTTP/1.1 503 Busy\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+}
+
+/// drainit with `--ecs-protect` (polled every second, debug logs) whose
+/// drain URL is on `port`, on which nothing listens yet.
+fn protected_late(name: &str, port: u16) -> (Scratch, Server, Drainit) {
+    let scratch = Scratch::new(name);
+    let agent = fake_agent_idle_is_ready(Arc::new(Mutex::new(Agent::default())));
+    let url = format!("http://127.0.0.1:{port}/drain");
+    let d = drainit([
+        "-vv",
+        "--ecs-protect",
+        "--drain-url",
+        &url,
+        "--protect-interval",
+        "1s",
+    ])
+    .with_args(sh(&scratch, STUBBORN))
+    .env("ECS_AGENT_URI", &agent.url("/api/abc"))
+    .start();
+    scratch.wait_file("ready");
+    (scratch, agent, d)
+}
+
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+const WINDOW_LINE: &str = "the app may not listen yet: start-up window";
+const REFUSED_WARN: &str = "connection refused (logged once per kind";
+
+/// An app that opens its port a few seconds after the start: its refusals
+/// are no warning (debug only) and protection follows it once it answers;
+/// after that first answer, a refusal is a warning at once.
+#[test]
+fn protection_refusals_before_the_app_listens_are_no_warning() {
+    let port = free_port();
+    let (_scratch, agent, mut d) = protected_late("protect-late", port);
+    wait_for("two refusals in the start-up window", PATIENCE, || {
+        (d.stderr().matches(WINDOW_LINE).count() >= 2).then_some(())
+    });
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    busy_endpoint(port, Arc::clone(&stop));
+    wait_for("protection on once the app answers", PATIENCE, || {
+        (!puts(&agent).is_empty()).then_some(())
+    });
+    assert!(!d.stderr().contains(REFUSED_WARN), "{}", d.stderr());
+    // Answered once: a refusal now is the warning, within the window's time.
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let closed = Instant::now();
+    wait_for("the refusal warning", PATIENCE, || {
+        d.stderr().contains(REFUSED_WARN).then_some(())
+    });
+    assert!(
+        closed.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        closed.elapsed()
+    );
+    d.signal(libc::SIGKILL);
+    let _ = d.wait_code();
+}
+
+/// Nothing ever listens: the warning comes when the 30 s window ends, not
+/// before.
+#[test]
+fn protection_refusals_are_a_warning_once_the_start_up_window_ends() {
+    let started = Instant::now();
+    let (_scratch, _agent, mut d) = protected_late("protect-never", free_port());
+    let seen = wait_for("the refusal warning", Duration::from_secs(60), || {
+        d.stderr().contains(REFUSED_WARN).then(|| started.elapsed())
+    });
+    assert!(
+        seen >= Duration::from_secs(30) && seen < Duration::from_secs(40),
+        "warned after {seen:?}"
+    );
+    let stderr = d.stderr();
+    assert!(stderr.matches(WINDOW_LINE).count() >= 20, "{stderr}");
+    d.signal(libc::SIGKILL);
+    let _ = d.wait_code();
+}

@@ -102,6 +102,9 @@ fn run(build: Build, read_before_exit: bool) {
             command.env_remove(key);
         }
     }
+    // Only lines the test can count: a reap line per orphan reaped (the
+    // report says how many), the exit report's, and the EMF line.
+    command.env("DRAINIT_LOG", "warn,drainit::report=info");
     let mut child = command.spawn().expect("unshare");
     // The reader sees the end once drainit (and everything it started) is
     // gone: no other write end may stay open here.
@@ -197,6 +200,13 @@ fn run(build: Build, read_before_exit: bool) {
         dropped >= missing,
         "{build:?}: {missing} lines missing, {dropped} counted"
     );
+    // And nothing else: the reader read to the end after drainit exited, so
+    // every line that went out whole was read, and a line is counted only
+    // when it did not.
+    assert_eq!(
+        dropped, missing,
+        "{build:?}: {missing} lines missing, {dropped} counted"
+    );
     assert!(
         dropped >= noted,
         "{build:?}: notes said {noted}, {dropped} counted"
@@ -223,4 +233,46 @@ fn the_exits_lines_on_a_full_non_blocking_stderr_are_counted_never_cut() {
     for build in [Build::Static, Build::Glibc] {
         run(build, false);
     }
+}
+
+/// The exit's flush gives up while the writer holds a line it has written
+/// whole but not yet said so (held there by the fault-injection build's
+/// `log_line_written` gate, never opened): that line, the exit report's,
+/// is in the log and not counted; the EMF line queued behind it is.
+#[test]
+fn a_line_written_whole_as_the_exit_gives_up_is_not_counted() {
+    let scratch = Scratch::new("held-line");
+    let report = scratch.file("report.json");
+    let gate = scratch.file("gate");
+    let mut d = drainit([
+        "--log-format",
+        "json",
+        "--emf",
+        "--exit-report",
+        path_str(&report),
+    ])
+    .binary(&built(Build::GlibcFaults))
+    .env("DRAINIT_TEST_FAULT", "log_line_written=gate")
+    .env("DRAINIT_TEST_GATE", path_str(&gate))
+    // The exit report's line only (not the warning that the gate's
+    // variable is not drainit's).
+    .env("DRAINIT_LOG", "error,drainit::report=info")
+    .with_args(sh(&scratch, "touch \"$D/ready\"; exec sleep 1000"))
+    .start();
+    scratch.wait_file("ready");
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_code(), 128 + libc::SIGTERM, "{}", d.stderr());
+    assert!(
+        scratch.file("gate.reached").exists(),
+        "the writer never stood at the gate"
+    );
+    let stderr = d.stderr();
+    let lines: Vec<Value> = stderr
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}")))
+        .collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert_eq!(lines[0]["msg"], "exit report", "{stderr}");
+    let file: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(file["log_lines_dropped"], 1, "only the EMF line: {file}");
 }

@@ -433,25 +433,73 @@ impl Drop for KillOnDrop {
     }
 }
 
-/// One name per signal number on both builds, by the kernel's numbering:
-/// a child killed by signal 34 is `SIGRTMIN+2` in the exit report and the
-/// log, where musl's build once said `34` and glibc's `SIGRTMIN`.
+/// One name per signal number on both builds, Docker's, systemd's and
+/// glibc's: a child killed by signal 34 is `SIGRTMIN` in the exit report
+/// and the log, by 37 `SIGRTMIN+3`, where musl's build once said `34` and
+/// a later one counted from 32.
 #[test]
 fn real_time_signals_have_one_name_on_both_builds() {
     for binary in builds() {
-        let scratch = Scratch::new("rt-name");
-        let report = scratch.file("report.json");
-        let (code, stderr) = drainit(["-v", "--exit-report", path_str(&report)])
-            .binary(&binary)
-            .with_args(sh(&scratch, "kill -34 $$"))
-            .run();
-        assert_eq!(code, 128 + 34, "{binary}: {stderr}");
-        let r: serde_json::Value =
-            serde_json::from_str(&fs::read_to_string(&report).unwrap()).unwrap();
-        assert_eq!(r["child_status"]["signaled"], "SIGRTMIN+2", "{binary}: {r}");
-        assert!(
-            stderr.contains("main child was killed by SIGRTMIN+2"),
-            "{binary}: {stderr}"
-        );
+        for (signo, name) in [(34, "SIGRTMIN"), (37, "SIGRTMIN+3"), (64, "SIGRTMIN+30")] {
+            let scratch = Scratch::new("rt-name");
+            let report = scratch.file("report.json");
+            let (code, stderr) = drainit(["-v", "--exit-report", path_str(&report)])
+                .binary(&binary)
+                .with_args(sh(&scratch, &format!("kill -{signo} $$")))
+                .run();
+            assert_eq!(code, 128 + signo, "{binary}: {stderr}");
+            let r: serde_json::Value =
+                serde_json::from_str(&fs::read_to_string(&report).unwrap()).unwrap();
+            assert_eq!(r["child_status"]["signaled"], name, "{binary}: {r}");
+            assert!(
+                stderr.contains(&format!("main child was killed by {name}\n")),
+                "{binary}: {stderr}"
+            );
+        }
+    }
+}
+
+/// Real-time names in options mean the same numbers on both builds, 34 for
+/// `RTMIN` included although musl keeps 34 for itself: `STOPSIGNAL
+/// SIGRTMIN+3` (37) begins a stop, `-r USR2:RTMIN+3` sends 37, `-r
+/// RTMIN:USR1` takes 34 as a source; 32 and 33 are refused.
+#[test]
+fn real_time_names_in_options_follow_docker_on_both_builds() {
+    for binary in builds() {
+        for (stop, signo, name) in [("SIGRTMIN+3", 37, "SIGRTMIN+3"), ("RTMIN", 34, "SIGRTMIN")] {
+            let scratch = Scratch::new("rt-stop");
+            let report = scratch.file("report.json");
+            let mut d = drainit(["--stop-signals", stop, "--exit-report", path_str(&report)])
+                .binary(&binary)
+                .with_args(sh(&scratch, "touch \"$D/up\"; exec sleep 1000"))
+                .start();
+            wait_for("the child", PATIENCE, || {
+                scratch.file("up").exists().then_some(())
+            });
+            d.signal(signo);
+            assert_eq!(d.wait_code(), 128 + signo, "{binary}: {}", d.stderr());
+            let r: serde_json::Value =
+                serde_json::from_str(&fs::read_to_string(&report).unwrap()).unwrap();
+            assert_eq!(r["stop_trigger"], "signal", "{binary}: {r}");
+            assert_eq!(r["stop_signal"], name, "{binary}: {r}");
+            assert_eq!(r["child_status"]["signaled"], name, "{binary}: {r}");
+        }
+
+        let r = Receiver::start(&binary, true, &["-r", "USR2:RTMIN+3", "-r", "RTMIN:USR1"]);
+        r.drainit.signal(libc::SIGUSR2);
+        r.drainit.signal(34);
+        wait_for("the rewritten signals", PATIENCE, || {
+            (r.count(37) == 1 && r.count(libc::SIGUSR1) == 1).then_some(())
+        });
+        assert_eq!(r.count(libc::SIGUSR2), 0, "USR2 must arrive as 37");
+        assert_eq!(r.count(34), 0, "34 must arrive as USR1");
+        r.finish();
+
+        for text in ["32", "33", "RTMIN-1", "RTMAX-31", "RTMIN+31"] {
+            let (code, stderr) = drainit(["--stop-signals", text, "--", "true"])
+                .binary(&binary)
+                .run();
+            assert_eq!(code, 2, "{binary} {text}: {stderr}");
+        }
     }
 }

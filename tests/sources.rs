@@ -723,3 +723,54 @@ fn url_and_command_hooks_fire_together_and_the_signal_waits_for_both() {
     );
     assert_eq!(server.count(), 1);
 }
+
+/// drainit's threads (their ids), from /proc.
+fn thread_ids(pid: i32) -> Vec<i32> {
+    let mut ids: Vec<i32> = fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// With protection and no URL source, the thread that sends protection's
+/// request to the agent is started before the child too: no thread is
+/// born while the child runs (one would open the C library's reserved
+/// signals for a moment).
+#[test]
+fn protection_with_only_a_drain_command_starts_no_thread_while_the_child_runs() {
+    let scratch = Scratch::new("protect-threads");
+    let agent = Server::start(|_, _| json(200, "{\"protection\":{\"ProtectionEnabled\":true}}"));
+    // The first poll's run waits for the test to have counted the threads.
+    let probe = in_dir(
+        &scratch,
+        "while [ ! -e \"$D/go\" ]; do sleep 0.05; done; test -e \"$D/idle\"",
+    );
+    let mut d = drainit(strings(&[
+        "--ecs-protect",
+        "--drain-exec",
+        &probe,
+        "--protect-interval",
+        "5s",
+        "--grace",
+        "5s",
+    ]))
+    .with_args(sh(&scratch, STUBBORN))
+    .env("ECS_AGENT_URI", &agent.url("/api/abc"))
+    .start();
+    scratch.wait_file("ready");
+    let at_start = thread_ids(d.pid());
+    scratch.touch("go");
+    let puts = || agent.seen().iter().filter(|s| s.method == "PUT").count();
+    wait_for("protection on", PATIENCE, || (puts() >= 1).then_some(()));
+    let later = thread_ids(d.pid());
+    let born: Vec<_> = later.iter().filter(|t| !at_start.contains(t)).collect();
+    assert!(
+        born.is_empty(),
+        "threads born while the child ran: {born:?} (at start {at_start:?})"
+    );
+    scratch.touch("quit");
+    assert_eq!(d.wait_code(), 0, "{}", d.stderr());
+}

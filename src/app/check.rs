@@ -14,16 +14,13 @@ use std::time::Duration;
 
 use crate::core::settings::{Cmd, Config, Notice};
 use crate::core::sources::exec::public_command;
-use crate::core::sources::url::public_url;
+use crate::core::sources::url::{public_url, WRONG_URL};
 use crate::proto::drain_body;
 use crate::proto::http::{parse_url, Target};
 use crate::util::text::escape;
 
 /// How long one lookup, one request or one drain command may take.
 pub const ASK_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// The statuses that mean the URL itself is wrong, not that the app is busy.
-const WRONG_URL: [u16; 4] = [401, 403, 404, 405];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Level {

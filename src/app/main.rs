@@ -25,10 +25,13 @@ pub fn main() -> ExitCode {
     crate::io::http::install_panic_hook();
     let name = Name::of(std::env::args_os().next().as_deref());
     let usage_error = ExitCode::from(name.usage_error_code());
-    let config = match configure(name) {
+    let mut config = match configure(name) {
         Ok(config) => config,
         Err(code) => return code,
     };
+    if config.compat.leave_start_directory {
+        anchor_paths(&mut config);
+    }
     if let Some(path) = &config.exit_report {
         // Before the child starts: a report that could never be written is
         // a usage error now, not a surprise at exit.
@@ -247,6 +250,39 @@ fn print_quietly(text: &str, stderr: bool) {
     }
     let _ = std::io::stdout().lock().write_all(text.as_bytes());
     let _ = std::io::stdout().lock().flush();
+}
+
+/// Called `dumb-init`, drainit leaves its start directory for `/` as the
+/// child starts (`supervisor::run`), so it holds no mount busy: every
+/// path it keeps for later (the exit report, drain files, the notify
+/// socket, the programs of hook and drain commands) is made absolute here
+/// first. A start directory that cannot be read (removed) is kept instead.
+fn anchor_paths(config: &mut Config) {
+    let here = match std::env::current_dir() {
+        Ok(here) => here,
+        Err(e) => {
+            debug!("cannot read the start directory ({e}); drainit stays in it");
+            config.compat.leave_start_directory = false;
+            return;
+        }
+    };
+    let anchor = |path: &mut std::path::PathBuf| {
+        if path.is_relative() {
+            *path = here.join(&*path);
+        }
+    };
+    config.exit_report.iter_mut().for_each(anchor);
+    config.drain_files.iter_mut().for_each(anchor);
+    if let Some(notify) = &mut config.notify {
+        notify.socket.iter_mut().for_each(anchor);
+    }
+    for cmd in config
+        .stop_execs
+        .iter_mut()
+        .chain(config.drain_execs.iter_mut())
+    {
+        anchor(&mut cmd.program);
+    }
 }
 
 /// Process-wide set-up before the child starts; failing here is still safe.

@@ -121,7 +121,8 @@ const REFERENCE_TAIL: &str = "
 - **Durations** (`D`): `500ms`, `20s`, `2m`, or a bare number of seconds
   (`20`, `0.5`).
 - **Signals**: `TERM`, `SIGTERM`, `sigterm` or `15`; real-time signals as
-  `RTMIN+3` or `SIGRTMAX-1`.
+  `RTMIN+N` (34 + N: `SIGRTMIN+3` is 37, as in Docker) or `SIGRTMAX-N`
+  (64 - N); 32 and 33 are the C library's.
 - **Booleans** (`DRAINIT_*` switches): `1`/`true`/`yes`/`on` or
   `0`/`false`/`no`/`off`; anything else is an error.
 - **Empty**: a `DRAINIT_*` variable set to the empty string counts as unset

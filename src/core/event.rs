@@ -101,6 +101,12 @@ pub enum Action {
     KillChild,
     /// SIGTERM to every other process; answer `OthersGone` if there is none.
     TerminateOthers,
+    /// `signo` to what the ended child left in its process group (called
+    /// `dumb-init`, in its session mode); an empty group is no failure.
+    SignalGroupLeft { signo: i32 },
+    /// drainit stops itself (SIGSTOP) after forwarding a job-control
+    /// signal (called `dumb-init`); a SIGCONT resumes it.
+    StopSelf,
     /// Start a request on a thread of `lane`; answer `Http` with the token.
     Send {
         token: Token,

@@ -34,7 +34,11 @@ impl Hooks {
         let count = urls.len() + execs.len();
         self.pending = (count > 0).then_some((ticket, count));
         for target in urls {
-            info!("stop hook: {} {}", target.method, target.url);
+            info!(
+                "stop hook: {} {}",
+                target.method,
+                crate::core::sources::url::public_url(&target.url)
+            );
             let kind = RequestKind::Hook;
             let token = asks.send(
                 Owner::Hooks,
@@ -47,7 +51,10 @@ impl Hooks {
             self.out.push((token, ticket));
         }
         for cmd in execs {
-            info!("stop hook: running {}", cmd.text);
+            info!(
+                "stop hook: running {}",
+                crate::core::sources::exec::public_command(&cmd.text)
+            );
             let token = asks.run(Owner::Hooks, cmd.clone());
             self.out.push((token, ticket));
             self.runs.push(token);

@@ -59,10 +59,13 @@ pub struct Machine<'a> {
     pub(super) timeline_ran: bool,
 }
 
-/// The timeline's settings from the configuration.
+/// The timeline's settings from the configuration: whether the stop has
+/// hooks to wait for and sources to poll comes from the hooks and sources
+/// configured, never from a stored flag.
 pub(super) fn settings(config: &Config, drain: bool) -> Settings {
     Settings {
         drain,
+        hook: !config.stop_hooks.is_empty() || !config.stop_execs.is_empty(),
         ..config.timeline.clone()
     }
 }

@@ -71,6 +71,7 @@ pub(crate) fn config() -> Config {
         ready_url: None,
         drain_count_field: None,
         emf: None,
+        compat: Default::default(),
     }
 }
 
@@ -599,6 +600,32 @@ fn the_fallback_sends_nothing_to_a_child_already_reaped() {
     assert_eq!(m.outcome(), Some(Outcome::Exited(4)));
 }
 
+/// Whether the stop waits for hooks comes from the hooks configured, not
+/// from a stored flag: with the flag set and no hook, the stop signal goes
+/// out at once; with a hook command and the flag clear, it waits for it.
+#[test]
+fn the_stop_waits_for_hooks_only_when_there_are_hooks() {
+    let mut config = config();
+    config.timeline.hook = true;
+    let mut m = Machine::new(&config, CHILD, true, t(0));
+    m.handle(t(0), Input::Signal(TERM));
+    assert_eq!(forwards(&actions(&mut m)), [(TERM, true)]);
+
+    let mut config = self::config();
+    config.stop_execs = vec![cmd("hook")];
+    let mut m = Machine::new(&config, CHILD, true, t(0));
+    m.handle(t(0), Input::Signal(TERM));
+    let first = actions(&mut m);
+    assert!(forwards(&first).is_empty(), "{first:?}");
+    assert!(
+        first.iter().any(|a| matches!(a, Action::StartRun { .. })),
+        "{first:?}"
+    );
+    // The hook's time (1 s) runs out: the stop signal goes out without it.
+    m.handle(t(1_000), Input::Timeout);
+    assert!(forwards(&actions(&mut m)).contains(&(TERM, true)));
+}
+
 #[test]
 fn a_hook_answer_after_its_time_is_stale() {
     let mut config = config();
@@ -606,7 +633,6 @@ fn a_hook_answer_after_its_time_is_stale() {
         method: "POST".into(),
         url: "http://app/stop".into(),
     }];
-    config.timeline.hook = true;
     let mut m = Machine::new(&config, CHILD, true, t(0));
     m.handle(t(0), Input::Signal(TERM));
     let (hook, _) = sends(&actions(&mut m))[0].clone();

@@ -7,6 +7,7 @@ pub mod emf;
 pub mod event;
 pub mod health;
 pub mod hooks;
+pub mod listener;
 pub mod machine;
 pub mod metrics;
 pub mod notify;

@@ -62,6 +62,26 @@ pub fn forwarded(config: &Config, signo: i32) -> Option<(i32, bool)> {
         .map(|sent| (sent, config.kill_process_group))
 }
 
+/// What the ended child left in its process group gets, called
+/// `dumb-init` in its session mode: SIGTERM after `--rewrite` (dropped by
+/// a rewrite to 0), as dumb-init forwards it. None otherwise: the group
+/// is left to `--orphan-grace` and the kernel.
+pub fn signal_group_left(config: &Config) -> Option<i32> {
+    if !(config.compat.term_group_at_exit && config.kill_process_group) {
+        return None;
+    }
+    config.rewritten(libc::SIGTERM)
+}
+
+/// Called `dumb-init`, a job-control signal (SIGTSTP, SIGTTIN, SIGTTOU) is
+/// forwarded (after `--rewrite`, even a rewrite to 0) and then drainit
+/// stops itself, so a shell's Ctrl-Z suspends both; under its own name
+/// drainit is never stopped.
+pub fn stops_itself(config: &Config, signo: i32) -> bool {
+    config.compat.job_control_stops_self
+        && [libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU].contains(&signo)
+}
+
 /// The double kill: SIGKILL to the child's process group first (the rest
 /// of the group), then to the child itself in case it left the group. A
 /// group kill succeeds when any member was signalled, so only the last,
@@ -141,6 +161,33 @@ mod tests {
             deadline(t0, Some(Duration::from_secs(2))),
             Some(t0 + Duration::from_secs(2))
         );
+    }
+
+    #[test]
+    fn dumb_inits_rules_only_when_called_so() {
+        use crate::core::settings::Compat;
+        let mut config = crate::core::machine::tests::config();
+        assert_eq!(signal_group_left(&config), None);
+        assert!(!stops_itself(&config, libc::SIGTSTP));
+        config.compat = Compat {
+            term_group_at_exit: true,
+            job_control_stops_self: true,
+            leave_start_directory: true,
+        };
+        // The group is signalled only in session mode (-g).
+        assert_eq!(signal_group_left(&config), None);
+        config.kill_process_group = true;
+        assert_eq!(signal_group_left(&config), Some(libc::SIGTERM));
+        config.rewrite = vec![(libc::SIGTERM, libc::SIGQUIT)];
+        assert_eq!(signal_group_left(&config), Some(libc::SIGQUIT));
+        config.rewrite = vec![(libc::SIGTERM, 0)];
+        assert_eq!(signal_group_left(&config), None);
+        for signo in [libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU] {
+            assert!(stops_itself(&config, signo));
+        }
+        for signo in [libc::SIGCONT, libc::SIGTERM, libc::SIGSTOP, libc::SIGINT] {
+            assert!(!stops_itself(&config, signo));
+        }
     }
 
     #[test]

@@ -68,6 +68,24 @@ pub struct Config {
     /// What validation has to say once logging runs (a default chosen for
     /// the platform, a platform variable ignored).
     pub notices: Vec<Notice>,
+    /// What drainit keeps of dumb-init's behaviour when called by its name.
+    pub compat: Compat,
+}
+
+/// dumb-init's own rules, which drainit follows when called `dumb-init`
+/// (all off under any other name).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Compat {
+    /// When the child ends, SIGTERM (after `--rewrite`) to what it left in
+    /// its process group: dumb-init's session mode.
+    pub term_group_at_exit: bool,
+    /// SIGTSTP, SIGTTIN and SIGTTOU are forwarded, then drainit stops
+    /// itself (SIGSTOP) until a SIGCONT, which it forwards too.
+    pub job_control_stops_self: bool,
+    /// From the child's start on, drainit's own working directory is `/`
+    /// (the child starts in drainit's start directory), so drainit holds
+    /// no mount busy; relative paths were made absolute at start.
+    pub leave_start_directory: bool,
 }
 
 /// What the timeline needs from the configuration, as it takes it
@@ -80,7 +98,10 @@ pub struct TimelineSettings {
     /// `--grace`: the deadline from t0, None never escalates.
     pub grace: Option<Duration>,
     pub pre_stop_delay: Duration,
-    /// A stop hook (`--stop-url`) is configured.
+    /// A stop hook (`--stop-url`, `--stop-exec`) is configured. The core
+    /// derives it from `Config::stop_hooks` and `stop_execs`, as `drain`
+    /// from the sources (`machine::settings`): what the configuration
+    /// stores here is not read.
     pub hook: bool,
     /// Longest wait for the hook's answer (then capped, see `hook_timeout`).
     pub hook_timeout: Duration,

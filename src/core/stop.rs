@@ -165,15 +165,24 @@ impl Machine<'_> {
             return;
         }
         let stop = self.timeline.stop().is_some_and(|s| s.signal == signo);
-        let Some((sent, group)) = rules::forwarded(self.config, signo) else {
-            return log::debug!("dropping {} as --rewrite asks", signal_name(signo));
-        };
-        self.counters.forwarded(sent);
-        self.asks.push(Action::Forward {
-            signo: sent,
-            group,
-            stop,
-        });
+        match rules::forwarded(self.config, signo) {
+            Some((sent, group)) => {
+                self.counters.forwarded(sent);
+                self.asks.push(Action::Forward {
+                    signo: sent,
+                    group,
+                    stop,
+                });
+            }
+            None => log::debug!("dropping {} as --rewrite asks", signal_name(signo)),
+        }
+        if rules::stops_itself(self.config, signo) {
+            log::debug!(
+                "stopping drainit itself after {}, as dumb-init does",
+                signal_name(signo)
+            );
+            self.asks.push(Action::StopSelf);
+        }
     }
 
     fn on_ready(&mut self, now: Instant, left: Duration, by_word: bool) {
@@ -223,6 +232,13 @@ impl Machine<'_> {
         }
         self.summary.child_status = Some(ended);
         self.abandon_all("the main child ended");
+        if let Some(signo) = rules::signal_group_left(self.config) {
+            log::debug!(
+                "sending {} to what is left of the child's process group, as dumb-init does",
+                signal_name(signo)
+            );
+            self.asks.push(Action::SignalGroupLeft { signo });
+        }
         if let Some(stop) = self.timeline.stop() {
             self.summary.stop_to_exit_ms = Some(millis(now - stop.since));
         }

@@ -50,8 +50,9 @@ struct State {
     writing: bool,
     /// The exit's deadline, once [`flush`] began.
     deadline: Option<Instant>,
-    /// [`flush`] ran out of time: what was queued or in hand is counted
-    /// as dropped, and nothing more is written.
+    /// [`flush`] ran out of time: what was queued is counted as dropped,
+    /// the line in hand only if it is not written whole (see
+    /// [`lost_total`]), and nothing more is written.
     closed: bool,
 }
 
@@ -67,6 +68,9 @@ static STARTED: AtomicBool = AtomicBool::new(false);
 /// Lines dropped since the last one that got through, and in all.
 static LOST: AtomicU64 = AtomicU64::new(0);
 static LOST_TOTAL: AtomicU64 = AtomicU64::new(0);
+/// The line the writer holds is all out (set the moment its last byte is
+/// written, before the writer takes the lock to say so).
+static HELD_WRITTEN: AtomicBool = AtomicBool::new(false);
 
 fn lock(queue: &Queue) -> MutexGuard<'_, State> {
     // A panicked holder left plain data behind.
@@ -103,6 +107,7 @@ pub fn start() -> std::io::Result<()> {
                             state.bytes -= line.bytes.len();
                         }
                         state.writing = true;
+                        HELD_WRITTEN.store(false, Ordering::Release);
                         break line;
                     } else {
                         state.writing = false;
@@ -112,9 +117,14 @@ pub fn start() -> std::io::Result<()> {
                 }
             };
             let whole = put(&line, &|| lock(queue).deadline);
+            if whole {
+                HELD_WRITTEN.store(true, Ordering::Release);
+            }
+            crate::util::fault::point("log_line_written");
             let mut state = lock(queue);
-            // When the exit closed the queue, this line was counted then.
-            if !whole && !state.closed {
+            // Counted here, also after the exit closed the queue (until
+            // now, `lost_total` counted it as long as it was not all out).
+            if !whole {
                 count_lost(1);
             }
             state.writing = false;
@@ -179,14 +189,21 @@ pub fn restore_lost(n: u64) {
     LOST.fetch_add(n, Ordering::Relaxed);
 }
 
-/// Lines dropped in all (the exit report's `log_lines_dropped`).
+/// Lines dropped in all (the exit report's `log_lines_dropped`): once
+/// [`flush`] gave up, the line the writer still holds counts until all of
+/// it is out (the process may end before the rest is).
 pub fn lost_total() -> u64 {
-    LOST_TOTAL.load(Ordering::Relaxed)
+    let held = QUEUE.get().is_some_and(|queue| {
+        let state = lock(queue);
+        state.closed && state.writing && !HELD_WRITTEN.load(Ordering::Acquire)
+    });
+    LOST_TOTAL.load(Ordering::Relaxed) + u64::from(held)
 }
 
 /// Waits at most `limit` for the writer to write everything queued (it is
 /// started now if it never was); false when stderr did not take it in
-/// time: the lines left are then counted as dropped ([`lost_total`]) and
+/// time: the lines still queued are then counted as dropped, the one in
+/// the writer's hand only while it is not all out ([`lost_total`]), and
 /// nothing more is written.
 pub fn flush(limit: Duration) -> bool {
     let Some(queue) = QUEUE.get() else {
@@ -215,7 +232,9 @@ pub fn flush(limit: Duration) -> bool {
     while !state.lines.is_empty() || state.writing {
         let left = until.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            let left_over = state.lines.len() + usize::from(state.writing);
+            // The line in hand is the writer's to count: it may yet go out
+            // whole.
+            let left_over = state.lines.len();
             state.lines.clear();
             state.bytes = 0;
             state.finals = 0;

@@ -1,9 +1,11 @@
 //! The receiver of systemd's notify protocol (sd_notify(3)): the socket the
-//! app finds in `NOTIFY_SOCKET`, and the one reader thread that checks each
-//! sender, parses each datagram (`proto::notify_msg`) and hands it to the
-//! loop as an input, logs what the app says (rate-limited) and relays
-//! READY/STATUS/STOPPING to an outer manager. What a message means for the
-//! stop is the core's to decide. One fixed buffer: nothing here grows with
+//! app finds in `NOTIFY_SOCKET`, and the one reader thread that reads each
+//! datagram with its sender's credentials, parses it (`proto::notify_msg`)
+//! and hands it to the loop as an input, logs what the app says
+//! (rate-limited) and relays READY/STATUS/STOPPING to an outer manager.
+//! Who may send and which messages go to the loop at once are the core's
+//! rules (`core::notify::refusal`, `Gather`); what a message means for the
+//! stop is the core's to decide too. One fixed buffer: nothing here grows with
 //! the number of messages.
 
 use std::ffi::OsString;
@@ -16,9 +18,10 @@ use std::time::{Duration, Instant};
 
 use log::{debug, info, warn};
 
-use crate::core::event::{Input, Note};
+use crate::core::event::Input;
+use crate::core::notify::{refusal, Gather};
 use crate::io::threads::Outbox;
-use crate::proto::notify_msg::{kinds, parse, Access, Message, STATUS_MAX};
+use crate::proto::notify_msg::{parse, Access, Message, STATUS_MAX};
 use crate::util::text::escape;
 
 /// A datagram longer than this is dropped whole (and counted).
@@ -412,6 +415,13 @@ fn readable_within(fd: std::os::fd::RawFd, timeout: Duration) -> bool {
 }
 
 impl Reader {
+    /// Hands what was gathered to the loop, if anything.
+    fn hand_over(&self, gather: &mut Gather) {
+        if let Some(note) = gather.take(Instant::now()) {
+            self.outbox.send(Input::Notify(note));
+        }
+    }
+
     /// Reads, checks the sender, parses and hands each message to the loop;
     /// what a message means for the stop is the core's to decide. Logs what
     /// the app says (rate-limited) and relays to an outer manager.
@@ -431,20 +441,16 @@ impl Reader {
             suppressed: 0,
         };
         let mut last = Status::default();
-        // Read but not handed over yet (see `core::event::Note`).
-        let mut pending = Note::default();
-        let mut ready_sent = false;
+        // Read but not handed over yet; the core's rules say when.
+        let mut gather = Gather::new(Instant::now(), self.every);
         let mut said_unknown = false;
         let mut said_stopping = false;
         let fd = self.socket.fd.as_raw_fd();
-        let mut handed = Instant::now();
         loop {
-            if let Some(every) = self.every.filter(|_| pending != Note::default()) {
-                let left = (handed + every).saturating_duration_since(Instant::now());
+            if let Some(due) = gather.due() {
+                let left = due.saturating_duration_since(Instant::now());
                 if !readable_within(fd, left) {
-                    self.outbox
-                        .send(Input::Notify(std::mem::take(&mut pending)));
-                    handed = Instant::now();
+                    self.hand_over(&mut gather);
                     continue;
                 }
             }
@@ -463,7 +469,7 @@ impl Reader {
             let now = Instant::now();
             let (len, pid) = match received {
                 Received::TooLong => {
-                    pending.dropped += 1;
+                    gather.dropped();
                     if let Some(note) = limit.allow(now) {
                         debug!("notify message over {MAX_DATAGRAM} bytes dropped{note}");
                     }
@@ -473,24 +479,13 @@ impl Reader {
             };
             if pid == Some(std::process::id() as i32) && &buf[..len] == FLUSH {
                 // Everything read before the marker goes with it.
-                if pending != Note::default() {
-                    self.outbox
-                        .send(Input::Notify(std::mem::take(&mut pending)));
-                }
+                self.hand_over(&mut gather);
                 self.outbox.send(Input::NotifyFlushed);
                 continue;
             }
-            let refusal = match (pid, self.access) {
-                (None | Some(0), _) => Some("a process outside drainit's PID namespace"),
-                (Some(p), Access::Main)
-                    if p != self.child.load(std::sync::atomic::Ordering::Relaxed) =>
-                {
-                    Some("a process other than the main child (--notify-access main)")
-                }
-                _ => None,
-            };
-            if let Some(who) = refusal {
-                pending.refused += 1;
+            let child = self.child.load(std::sync::atomic::Ordering::Relaxed);
+            if let Some(who) = refusal(pid, self.access, child) {
+                gather.refused();
                 if let Some(note) = limit.allow(now) {
                     warn!("refused a notify message from {who}{note}");
                 }
@@ -498,26 +493,8 @@ impl Reader {
             }
             let m = parse(&buf[..len]);
             let status_changed = m.status.is_some_and(|s| last.set_status(s));
-            pending.received += 1;
-            pending.at = Some(now);
-            for (count, has) in pending.kinds.iter_mut().zip(kinds(&m)) {
-                *count += u64::from(has);
-            }
-            if let Some(status) = m.status {
-                pending.status = Some(status[..status.len().min(STATUS_MAX)].to_vec());
-            }
-            if m.ready && !ready_sent {
-                pending.ready_at.get_or_insert(now);
-            }
-            pending.drained |= m.drained;
-            pending.extend = m.extend.or(pending.extend);
-            // What the stop may wait for goes at once; counts and STATUS
-            // wait for it, or for the exit's flush.
-            if m.drained || m.extend.is_some() || (m.ready && !ready_sent) {
-                ready_sent |= pending.ready_at.is_some();
-                handed = now;
-                self.outbox
-                    .send(Input::Notify(std::mem::take(&mut pending)));
+            if gather.accepted(now, &m) {
+                self.hand_over(&mut gather);
             }
             if let Some(r) = &mut relay {
                 r.pass(&m, &mut relay_buf);

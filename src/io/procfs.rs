@@ -1,5 +1,6 @@
 //! What drainit reads from /proc: its own live children, and the SIGTERM
-//! to every process left behind after the main child (`--orphan-grace`).
+//! to every process left behind after the main child (`--orphan-grace`,
+//! and the ended child's process group as dumb-init signals it).
 
 use log::warn;
 
@@ -20,6 +21,20 @@ pub fn terminate_others() -> bool {
         unsafe { libc::kill(pid, libc::SIGTERM) };
     }
     !children.is_empty()
+}
+
+/// `signo` to what the ended child `pid` left in its process group. The
+/// group's id cannot be reused while a member lives, so this reaches only
+/// the child's own group; an empty group (ESRCH) is the usual case and no
+/// failure, anything else is one debug line.
+pub fn signal_group_left(pid: i32, signo: i32) {
+    // SAFETY: kill has no memory effects.
+    if unsafe { libc::kill(-pid, signo) } != 0 {
+        let error = std::io::Error::last_os_error();
+        if error.raw_os_error() != Some(libc::ESRCH) {
+            log::debug!("signalling process group {pid} after the child ended: {error}");
+        }
+    }
 }
 
 /// drainit's live children, from /proc (orphans re-parented to it included):

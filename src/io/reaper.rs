@@ -1,4 +1,5 @@
-//! The only caller of `waitpid` in drainit: collects every child that has
+//! The only caller of `waitpid(-1)` in drainit (see ARCHITECTURE.md for the
+//! two waits on one pid just started): collects every child that has
 //! changed state, main child and re-parented orphans alike. One list is
 //! kept for every pass (a storm of orphans costs no allocation per pass).
 

@@ -59,12 +59,24 @@ pub const FAULTS: [i32; 7] = [
 
 /// Terminal job-control signals. Sent by another process they are forwarded
 /// unchanged (the app decides what stopping means); drainit itself is never
-/// stopped: they stay blocked, and the kernel treats a blocked SIGTTIN/TTOU
+/// stopped by them (called `dumb-init`, it stops itself after forwarding
+/// one: `stop_self`): they stay blocked, and the kernel treats a blocked SIGTTIN/TTOU
 /// as ignored when drainit touches a tty from a background group (reading,
 /// writing, `tcsetpgrp`), so it generates none. Unlike tini, drainit does not
 /// set them to SIG_IGN: setting SIG_IGN discards a pending signal, so one
 /// sent before the loop runs would be lost instead of forwarded.
 pub const JOB_CONTROL: [i32; 3] = [libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU];
+
+/// Stops drainit, every thread of it, until a SIGCONT: what dumb-init does
+/// after forwarding a job-control signal (called by its name). SIGSTOP
+/// cannot be blocked; the SIGCONT that resumes drainit stays queued (it is
+/// blocked) and is forwarded by the loop like any other. As PID 1 of a
+/// namespace the kernel drops a SIGSTOP sent from inside it, drainit's own
+/// included: only the child stops (as with dumb-init).
+pub fn stop_self() {
+    // SAFETY: kill has no memory effects.
+    unsafe { libc::kill(own_pid(), libc::SIGSTOP) };
+}
 
 /// Dispositions the child gets back as drainit inherited them: SIGCHLD (an
 /// inherited SIG_IGN would make the kernel reap our children before we see
@@ -94,6 +106,33 @@ pub struct Received {
     /// `si_pid` for a sent signal: the sender as seen in drainit's PID
     /// namespace, 0 when the sender is outside it (`docker stop`).
     pub sender: i32,
+    /// `si_value.sival_int` of a queued signal (SI_QUEUE), else 0.
+    pub value: i32,
+}
+
+/// The value drainit's own wake-ups carry ("drai").
+pub const WAKE_TAG: i32 = 0x6472_6169;
+
+/// Where `si_pid`, `si_uid` and `si_value` sit in a `siginfo_t`, in
+/// 32-bit words: after three ints, padded to 16 bytes on 64-bit targets.
+const SI_PID_WORD: usize = if std::mem::size_of::<usize>() == 8 {
+    4
+} else {
+    3
+};
+
+/// The siginfo of a wake-up (`threads::Waker`), for rt_tgsigqueueinfo:
+/// SIGCHLD, SI_QUEUE, drainit's pid and uid, `WAKE_TAG`. The kernel lets a
+/// process queue any siginfo to itself and passes it on unchanged.
+pub fn wake_info() -> [i32; 32] {
+    let mut info = [0i32; 32];
+    info[0] = libc::SIGCHLD;
+    info[2] = libc::SI_QUEUE;
+    info[SI_PID_WORD] = own_pid();
+    // SAFETY: getuid has no preconditions.
+    info[SI_PID_WORD + 1] = unsafe { libc::getuid() } as i32;
+    info[SI_PID_WORD + 2] = WAKE_TAG;
+    info
 }
 
 impl Received {
@@ -103,6 +142,18 @@ impl Received {
     /// carry drainit's own pid.
     pub fn from_outside(&self) -> bool {
         self.code <= 0 && self.sender != own_pid()
+    }
+
+    /// One of drainit's own wake-ups (`threads::Waker`): a SIGCHLD a
+    /// thread of drainit queued to the loop's thread with
+    /// rt_tgsigqueueinfo, SI_QUEUE, drainit's pid and `WAKE_TAG` as its
+    /// value. Not a child (the kernel's CLD_*, > 0), not the reaper's own
+    /// "reap on" (kill(2)): it asks for no `waitpid`.
+    pub fn is_wake(&self) -> bool {
+        self.signo == libc::SIGCHLD
+            && self.code == libc::SI_QUEUE
+            && self.sender == own_pid()
+            && self.value == WAKE_TAG
     }
 }
 
@@ -352,10 +403,17 @@ impl Handled {
             if signo <= 0 {
                 return None;
             }
+            let words = &info as *const libc::siginfo_t as *const i32;
             Some(Received {
                 signo,
                 code: info.si_code,
                 sender: info.si_pid(),
+                // `si_value.sival_int`, meaningful for SI_QUEUE only.
+                value: if info.si_code == libc::SI_QUEUE {
+                    *words.add(SI_PID_WORD + 2)
+                } else {
+                    0
+                },
             })
         }
     }
@@ -458,14 +516,15 @@ mod tests {
 
     #[test]
     fn realtime_signals() {
-        // By the kernel's numbering (SIGRTMIN is 32) in every build.
-        assert_eq!(parse_signal("SIGRTMIN+3"), Ok(35));
+        // SIGRTMIN is 34 in every build, as Docker, systemd and glibc.
+        assert_eq!(parse_signal("RTMIN"), Ok(34));
+        assert_eq!(parse_signal("SIGRTMIN+3"), Ok(37));
         assert_eq!(parse_signal("rtmax-1"), Ok(rtmax() - 1));
         assert_eq!(parse_signal("RTMAX"), Ok(rtmax()));
         assert!(parse_signal("RTMAX+1").is_err());
         assert!(parse_signal("RTMIN-1").is_err());
-        assert_eq!(signal_name(36), "SIGRTMIN+4");
-        for n in rtmin()..=rtmax() {
+        assert_eq!(signal_name(36), "SIGRTMIN+2");
+        for n in 34..=rtmax() {
             assert_eq!(parse_signal(&signal_name(n)), Ok(n));
         }
     }
@@ -532,12 +591,57 @@ mod tests {
     }
 
     #[test]
+    fn a_wake_up_is_told_from_a_child_and_from_the_reaper() {
+        let me = own_pid();
+        let got = |code, sender, value| Received {
+            signo: libc::SIGCHLD,
+            code,
+            sender,
+            value,
+        };
+        assert!(got(libc::SI_QUEUE, me, WAKE_TAG).is_wake());
+        // A child (CLD_EXITED), the reaper's kill(2), a tgkill (SI_USER on
+        // recent kernels), a sender elsewhere, another value.
+        assert!(!got(libc::CLD_EXITED, 7, 0).is_wake());
+        assert!(!got(libc::SI_USER, me, 0).is_wake());
+        assert!(!got(libc::SI_TKILL, me, 0).is_wake());
+        assert!(!got(libc::SI_QUEUE, me + 1, WAKE_TAG).is_wake());
+        assert!(!got(libc::SI_QUEUE, me, 1).is_wake());
+        let term = Received {
+            signo: libc::SIGTERM,
+            code: libc::SI_QUEUE,
+            sender: me,
+            value: WAKE_TAG,
+        };
+        assert!(!term.is_wake());
+    }
+
+    /// The real thing: a Waker's SIGCHLD, taken by `wait`, is a wake-up.
+    #[test]
+    fn a_wakers_signal_is_a_wake_up() {
+        let handled = Handled(handled_set());
+        block_handled();
+        crate::io::threads::Waker::for_this_thread().wake();
+        // Other tests of this process may leave a SIGCHLD of their own.
+        let mut seen = Vec::new();
+        let woke = (0..20).any(|_| match handled.wait(Some(Duration::from_secs(5))) {
+            Some(got) if got.is_wake() => !got.from_outside(),
+            other => {
+                seen.push(other);
+                false
+            }
+        });
+        assert!(woke, "{seen:?}");
+    }
+
+    #[test]
     fn forwarding_rule_by_origin() {
         let me = std::process::id() as i32;
         let got = |code, sender| Received {
             signo: libc::SIGPIPE,
             code,
             sender,
+            value: 0,
         };
         // kill(2) from another process, inside or outside the namespace.
         assert!(got(libc::SI_USER, me + 1).from_outside());

@@ -1,6 +1,7 @@
 //! Starting processes: the child (its own process group, the terminal's
 //! foreground group when stdin is a tty, the signal state drainit
-//! inherited, and the mapping of exec errors to the exit codes shells use)
+//! inherited, the directory it moves into when drainit has left it, and
+//! the mapping of exec errors to the exit codes shells use)
 //! and the commands drain sources and stop hooks run, both with one
 //! spawner of drainit's own.
 //!
@@ -102,6 +103,9 @@ struct Plan<'a> {
     /// The dispositions drainit changed from what it inherited must be
     /// given back one by one (SIGCHLD or 32/33 came in ignored).
     full_restore: bool,
+    /// A directory (an open descriptor) the child moves to before exec;
+    /// None: drainit's own.
+    dir: Option<i32>,
     /// The errno of a child that could not exec (0: it did).
     error: AtomicI32,
 }
@@ -117,6 +121,19 @@ pub fn spawn(
     args: &[OsString],
     inherited: &'static Inherited,
 ) -> Result<i32, SpawnError> {
+    spawn_in(program, args, inherited, None)
+}
+
+/// As `spawn`, the child moving to the directory open as `dir` before it
+/// execs (`fchdir`): drainit may already have left it, so the child never
+/// sees drainit in it.
+pub fn spawn_in(
+    program: &OsString,
+    args: &[OsString],
+    inherited: &'static Inherited,
+    dir: Option<std::os::fd::BorrowedFd<'_>>,
+) -> Result<i32, SpawnError> {
+    use std::os::fd::AsRawFd;
     let nul = |_| {
         spawn_error(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -155,6 +172,7 @@ pub fn spawn(
             quiet_stdio: false,
             signals: Signals::Inherited(inherited),
             full_restore,
+            dir: dir.map(|d| d.as_raw_fd()),
             error: AtomicI32::new(0),
         },
     )
@@ -183,6 +201,7 @@ pub fn spawn_command(program: &std::path::Path, argv: &[String]) -> io::Result<i
             quiet_stdio: true,
             signals: Signals::Clean,
             full_restore: false,
+            dir: None,
             error: AtomicI32::new(0),
         },
     )
@@ -294,6 +313,11 @@ fn prepare_and_exec(plan: &Plan) -> i32 {
             );
             if rc == 0 && old[0] == libc::SIG_IGN {
                 set_raw(signo, libc::SIG_IGN);
+            }
+        }
+        if let Some(fd) = plan.dir {
+            if libc::syscall(libc::SYS_fchdir, fd) != 0 {
+                return errno();
             }
         }
         // Its own process group (pgid = its pid), set before exec: no

@@ -46,10 +46,13 @@ pub fn spawn_thread(
         })
 }
 
-/// Wakes the loop from a worker thread: SIGCHLD sent to the loop's thread.
-/// The loop already takes SIGCHLD (it only means "reap, and look at the
-/// inbox"), it is never forwarded, and a pending one stays pending until the
-/// loop takes it, so no wake-up is lost.
+/// Wakes the loop from another thread (a worker's result in the inbox, the
+/// health listener's ask for a turn): SIGCHLD queued to the loop's thread
+/// with rt_tgsigqueueinfo and drainit's tag (`signals::wake_info`). The
+/// loop takes SIGCHLD anyway and never forwards it, and a pending one
+/// stays pending until the loop takes it, so no wake-up is lost. The loop tells it from a child's SIGCHLD by its origin
+/// (`signals::Received::is_wake`): a wake-up costs no `waitpid`, and no
+/// tick when the inbox is empty and no timer is due (a health ask).
 #[derive(Clone, Copy)]
 pub struct Waker {
     pid: libc::pid_t,
@@ -68,8 +71,18 @@ impl Waker {
     }
 
     pub fn wake(&self) {
-        // SAFETY: tgkill to our own loop thread, which blocks SIGCHLD.
-        unsafe { libc::syscall(libc::SYS_tgkill, self.pid, self.tid, libc::SIGCHLD) };
+        let info = crate::io::signals::wake_info();
+        // SAFETY: rt_tgsigqueueinfo to our own loop thread, which blocks
+        // SIGCHLD; the kernel reads a whole siginfo (128 bytes) from `info`.
+        unsafe {
+            libc::syscall(
+                libc::SYS_rt_tgsigqueueinfo,
+                self.pid,
+                self.tid,
+                libc::SIGCHLD,
+                info.as_ptr(),
+            )
+        };
     }
 }
 

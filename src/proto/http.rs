@@ -93,7 +93,8 @@ pub fn status_class(status: u16) -> &'static str {
 }
 
 /// A failed request: its kind and a message written by drainit (any text
-/// from the server in it is escaped and cut short).
+/// from the server in it is escaped and cut short, and any URL in it obeys
+/// the redaction rule, `util::redact`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Failure {
     pub kind: Kind,
@@ -104,7 +105,7 @@ impl Failure {
     pub fn new(kind: Kind, detail: &str) -> Failure {
         Failure {
             kind,
-            detail: crate::util::text::escape(detail, 200),
+            detail: crate::util::text::escape(&crate::util::redact::in_text(detail), 200),
         }
     }
 
@@ -131,7 +132,9 @@ pub struct Url {
     pub authority: String,
 }
 
-/// Parses a plain `http://host[:port][/path][?query]` URL.
+/// Parses a plain `http://host[:port][/path][?query]` URL. Its errors
+/// quote no part of the URL but a scheme (they are echoed in usage errors
+/// and logs, and the URL may carry a secret).
 pub fn parse_url(url: &str) -> Result<Url, String> {
     if url.bytes().any(|b| b.is_ascii_control() || b == b' ') {
         return Err("the URL contains spaces or control characters".into());
@@ -140,7 +143,12 @@ pub fn parse_url(url: &str) -> Result<Url, String> {
         return Err("expected an http:// URL".into());
     };
     if !scheme.eq_ignore_ascii_case("http") {
-        return Err(format!("only http:// URLs are accepted, not {scheme}://"));
+        let shown = if scheme.len() <= 16 && scheme.bytes().all(|b| b.is_ascii_alphabetic()) {
+            scheme
+        } else {
+            "this scheme"
+        };
+        return Err(format!("only http:// URLs are accepted, not {shown}://"));
     }
     let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     let (authority, tail) = rest.split_at(end);
@@ -150,7 +158,7 @@ pub fn parse_url(url: &str) -> Result<Url, String> {
     let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
         let (host, after) = v6.split_once(']').ok_or("unclosed [ in the host")?;
         if host.parse::<std::net::Ipv6Addr>().is_err() {
-            return Err(format!("[{host}] is not an IPv6 address"));
+            return Err("the bracketed host is not an IPv6 address".into());
         }
         match after {
             "" => (host, None),
@@ -181,7 +189,7 @@ pub fn parse_url(url: &str) -> Result<Url, String> {
         None => 80,
         Some(p) => match p.parse::<u16>() {
             Ok(n) if n > 0 && p.bytes().all(|b| b.is_ascii_digit()) => n,
-            _ => return Err(format!("invalid port '{p}'")),
+            _ => return Err("invalid port (1 to 65535 expected)".into()),
         },
     };
     let path = tail.split('#').next().unwrap_or("");

@@ -39,7 +39,7 @@ pub fn parse(bytes: &[u8]) -> Parsed {
                 Some("HEAD") => Method::Head,
                 _ => Method::Other,
             };
-            let target = request.path.unwrap_or("/");
+            let target = origin_form(request.path.unwrap_or("/"));
             let path = target.split(['?', '#']).next().unwrap_or("/");
             Parsed::Request {
                 method,
@@ -51,6 +51,25 @@ pub fn parse(bytes: &[u8]) -> Parsed {
         Err(httparse::Error::TooManyHeaders) => Parsed::Refuse(431),
         Err(_) if bytes.len() > HEAD_LIMIT => Parsed::Refuse(431),
         Err(_) => Parsed::Refuse(400),
+    }
+}
+
+/// The path of a request target: an absolute-form target
+/// (`http://host:port/readyz`, which HTTP/1.1 servers must accept) is
+/// answered like its origin form (`/readyz`); an authority alone is `/`.
+fn origin_form(target: &str) -> &str {
+    let scheme = target
+        .split_once("://")
+        .filter(|(scheme, _)| {
+            scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https")
+        })
+        .map(|(_, rest)| rest);
+    match scheme {
+        None => target,
+        Some(rest) => match rest.find(['/', '?', '#']) {
+            Some(at) if rest[at..].starts_with('/') => &rest[at..],
+            _ => "/",
+        },
     }
 }
 
@@ -113,6 +132,22 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn absolute_form_is_answered_like_origin_form() {
+        let path = |target: &str| match parse(format!("GET {target} HTTP/1.1\r\n\r\n").as_bytes()) {
+            Parsed::Request { path, .. } => path,
+            other => panic!("{target}: {other:?}"),
+        };
+        assert_eq!(path("http://10.0.0.1:8080/readyz"), "/readyz");
+        assert_eq!(path("HTTP://example.com/status?x=1"), "/status");
+        assert_eq!(path("https://h/healthz#f"), "/healthz");
+        assert_eq!(path("http://h"), "/");
+        assert_eq!(path("http://h?x=/readyz"), "/");
+        assert_eq!(path("/readyz"), "/readyz");
+        // Not a scheme the listener knows: a path that matches nothing.
+        assert_eq!(path("ftp://h/readyz"), "ftp://h/readyz");
     }
 
     #[test]

@@ -68,18 +68,30 @@ pub fn drive(
         let timeout = machine
             .poll_timeout()
             .map(|at| at.saturating_duration_since(Instant::now()));
+        let mut woke = false;
         if timeout != Some(Duration::ZERO) {
             if let Some(received) = signals.wait(timeout) {
+                woke = received.is_wake();
                 on_signal(machine, exec, shell, received, primary);
             }
         }
         // Finished requests and notify messages: their wake-up was a
         // SIGCHLD, maybe this one.
+        let mut handed = false;
         while machine.outcome().is_none() {
             let Ok(input) = inbox.try_recv() else { break };
             step(machine, exec, shell, input);
+            handed = true;
         }
-        step(machine, exec, shell, Input::Timeout);
+        // A wake-up with an empty inbox was the health listener's ask: the
+        // publish at the top of the loop answers it; no tick unless a
+        // timer is due.
+        let due = machine
+            .poll_timeout()
+            .is_some_and(|at| at <= Instant::now());
+        if !woke || handed || due {
+            step(machine, exec, shell, Input::Timeout);
+        }
     }
 }
 
@@ -104,6 +116,10 @@ fn on_signal(
     received: Received,
     primary: bool,
 ) {
+    if received.is_wake() {
+        // A thread's wake-up: the inbox and the publish, never a waitpid.
+        return;
+    }
     if received.signo == libc::SIGCHLD {
         return reap(machine, exec, shell);
     }

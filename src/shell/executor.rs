@@ -13,9 +13,10 @@ use crate::core::event::{Action, Input, Lane, Token};
 use crate::core::outcome::Ended;
 use crate::core::rules;
 use crate::core::settings::Config;
+use crate::core::sources::exec::public_command;
 use crate::io::threads::Outbox;
 use crate::io::workers::Job;
-use crate::io::{commands, http, procfs};
+use crate::io::{commands, http, procfs, signals};
 use crate::proto::http::{Failure, Kind};
 use crate::shell::lanes;
 use crate::util::signame::signal_name;
@@ -63,6 +64,8 @@ impl<'a> Executor<'a> {
                     self.answers.push_back(Input::OthersGone);
                 }
             }
+            Action::SignalGroupLeft { signo } => procfs::signal_group_left(self.pid, signo),
+            Action::StopSelf => signals::stop_self(),
             Action::Send {
                 token,
                 lane,
@@ -86,11 +89,11 @@ impl<'a> Executor<'a> {
                 crate::util::fault::point("start_run");
                 match commands::start(&cmd) {
                     Ok(pid) => {
-                        debug!("started {} as pid {pid}", cmd.text);
+                        debug!("started {} as pid {pid}", public_command(&cmd.text));
                         self.runs.push((pid, token));
                     }
                     Err(e) => {
-                        warn!("cannot run {}: {e}", cmd.text);
+                        warn!("cannot run {}: {e}", public_command(&cmd.text));
                         self.answers.push_back(Input::RunFailed { token });
                     }
                 }

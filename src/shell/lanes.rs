@@ -20,24 +20,21 @@ static ECS: Pool = Pool::new("drainit-ecs", 2);
 static HOOKS: Pool = Pool::new("drainit-hook", MAX_POLLS);
 
 /// Starts, before the child does, every request thread the run can need:
-/// one per source whose kind asks on a thread (`Kind::thread`; at most
-/// `MAX_POLLS`) for drain rounds and for task protection, two for ECS, one
-/// per stop URL. No thread is then born while the child runs (see
-/// `Pool::prestart`), and the start-up check of the URLs' host names runs
-/// on one of them. A new kind of source needs nothing here.
+/// one per source asked by an HTTP request (`sources::threads`: the
+/// sources whose `ask` is `How::Send`; at most `MAX_POLLS`) for drain
+/// rounds; for task protection as many plus one for the platform's own
+/// request, which may still be out while the next poll asks the sources
+/// (so one even with no URL source: a drain command's protection still
+/// sends to the agent); two for ECS; one per stop URL. No thread is then
+/// born while the child runs (see `Pool::prestart`), and the start-up
+/// check of the URLs' host names runs on one of them. A new kind of
+/// source needs nothing here.
 pub fn start(config: &Config) {
     let (urls, hosts) = sources::threads(config);
     let (protect, ecs) = (protect::active(config), watch::active(config));
     let pools: [(&'static Pool, usize); 4] = [
         (&POLLS, urls),
-        (
-            &PROTECT,
-            if protect {
-                urls + protect::threads(config)
-            } else {
-                0
-            },
-        ),
+        (&PROTECT, if protect { urls + 1 } else { 0 }),
         (&ECS, if ecs { 2 } else { 0 }),
         (&HOOKS, config.stop_hooks.len()),
     ];

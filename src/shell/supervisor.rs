@@ -1,10 +1,12 @@
 //! A run from start to end: the notify socket, the child, the reader
 //! thread, the core and the loop that drives it (`event_loop.rs`), the
 //! fallback after a panic of the loop (`fallback.rs`), and at the end the
-//! last notify messages and the summary for the exit report. Nothing here
-//! may end the process while the child runs.
+//! last notify messages and the summary for the exit report; called
+//! `dumb-init`, leaving the start directory as the child starts.
+//! Nothing here may end the process while the child runs.
 
 use std::net::TcpListener;
+use std::os::fd::AsFd;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
@@ -86,7 +88,22 @@ pub fn run(
     }
     lanes::start(config);
     let publisher = listener.and_then(|listener| start_listener(config, listener));
-    let pid = match spawn::spawn(&config.program, &config.args, inherited) {
+    // Called `dumb-init`, drainit leaves its start directory before the
+    // child starts, and the child moves back into it: no moment in which
+    // the child could see drainit still there.
+    let start = config
+        .compat
+        .leave_start_directory
+        .then(leave_start_directory)
+        .flatten();
+    let spawned = spawn::spawn_in(
+        &config.program,
+        &config.args,
+        inherited,
+        start.as_ref().map(|dir| dir.as_fd()),
+    );
+    drop(start);
+    let pid = match spawned {
         Ok(pid) => pid,
         Err(e) => {
             log::error!("cannot run {:?}: {}", config.program, e.source);
@@ -152,6 +169,35 @@ pub fn run(
     summary.stop_trigger = summary.stop_trigger.or(shell.trigger);
     summary.orphans_reaped += shell.orphans;
     (outcome, summary)
+}
+
+/// Called `dumb-init`: drainit moves to `/` (`/proc/1/cwd` is `/`), so a
+/// volume mounted at its start directory can be unmounted once the child
+/// is done with it. Returns the start directory, open for the child to
+/// move back into (closed once it started: drainit keeps no hold on it).
+/// The paths drainit keeps were made absolute at start (`app::main`); a
+/// failure keeps the directory, as dumb-init does.
+fn leave_start_directory() -> Option<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    // O_PATH: a directory drainit may search but not read is kept too.
+    let start = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+        .open(".");
+    let start = match start {
+        Ok(start) => start,
+        Err(e) => {
+            debug!("cannot open the start directory ({e}); drainit stays in it");
+            return None;
+        }
+    };
+    match std::env::set_current_dir("/") {
+        Ok(()) => Some(start),
+        Err(e) => {
+            debug!("cannot leave the start directory for /: {e}");
+            None
+        }
+    }
 }
 
 /// Starts the health listener on the loop's thread (its asks wake this

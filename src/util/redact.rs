@@ -115,6 +115,21 @@ pub fn in_text(text: &str) -> String {
     out
 }
 
+/// A value as an error may echo it back (a usage error, a `--check`
+/// finding): every URL in it redacted, and a value with no scheme that
+/// still looks like a URL with user-info or a query (`user:pw@host/x`,
+/// `host/x?token=v`) redacted as if it had one.
+pub fn value(text: &str) -> String {
+    if text.contains("://") || !text.contains(['@', '?', '#']) {
+        return in_text(text);
+    }
+    let shown = url(&format!("x://{text}"));
+    match shown.strip_prefix("x://") {
+        Some(rest) if rest != REDACTED => rest.to_string(),
+        _ => REDACTED.into(),
+    }
+}
+
 /// A program name as it may leave: as written, unless it carries an
 /// assignment (`TOKEN=x`) or a URL.
 fn program(word: &str) -> String {
@@ -348,6 +363,20 @@ mod tests {
             in_text("two: http://a?x=1 http://b?y=2"),
             "two: http://a?x=REDACTED http://b?y=REDACTED"
         );
+    }
+
+    #[test]
+    fn echoed_values_hide_secrets_with_or_without_a_scheme() {
+        assert_eq!(value("25s"), "25s");
+        assert_eq!(value("/readyForTermination"), "/readyForTermination");
+        assert_eq!(value("http://u:pw@h/x?t=1"), "http://h/x?t=REDACTED");
+        assert_eq!(value("user:pw@host/x?t=1"), "host/x?t=REDACTED");
+        assert_eq!(
+            value("host:8080/drain?token=s3cr3t"),
+            "host:8080/drain?token=REDACTED"
+        );
+        hides(&value("a b@c?d=s3cr3t"), &["s3cr3t", "a b"]);
+        hides(&value("ftp:/x@y?k=s3cr3t"), &["s3cr3t"]);
     }
 
     #[test]

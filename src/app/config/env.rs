@@ -9,6 +9,7 @@ use std::ffi::OsString;
 use super::{Notice, UsageError};
 use crate::app::cli::RawArgs;
 use crate::app::options::{Kind, Opt};
+use crate::util::redact;
 
 /// Looks up environment variables; a function so tests can supply their own.
 pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<OsString>;
@@ -215,26 +216,33 @@ pub(super) fn default<T>(opt: &Opt, parse: fn(&str) -> Result<T, String>) -> Res
     parse(text).map_err(|why| invalid(text, &format!("the default of --{}", opt.long), &why))
 }
 
+/// A usage error echoing the bad value, which may hold a secret (a URL's
+/// token or user-info): it leaves by the redaction rule
+/// (`util::redact::value`), as everything drainit prints does.
 pub(super) fn invalid(text: &str, origin: &str, why: &str) -> UsageError {
+    let (text, why) = (redact::value(text), redact::in_text(why));
     UsageError(format!("invalid value '{text}' for {origin}: {why}"))
 }
 
 /// The values of a repeatable source option, each parsed, none given twice
 /// (as typed, spaces around aside): a source given twice is a mistake (it
 /// would be asked twice per round). A `dyn` parser keeps one copy of this
-/// per value type in the binary.
+/// per value type in the binary. `shown`: the value as an error may echo
+/// it (a command: its program only).
 pub(super) fn unique<T>(
     settings: Vec<Setting>,
     parse: &dyn Fn(&str) -> Result<T, String>,
+    shown: fn(&str) -> String,
 ) -> Result<Vec<T>, UsageError> {
     let mut out = Vec::with_capacity(settings.len());
     for (i, setting) in settings.iter().enumerate() {
         let text = setting.text.trim();
         if settings[..i].iter().any(|s| s.text.trim() == text) {
-            return Err(invalid(text, &setting.origin, "given twice"));
+            return Err(invalid(&shown(text), &setting.origin, "given twice"));
         }
         out.push(
-            parse(&setting.text).map_err(|why| invalid(&setting.text, &setting.origin, &why))?,
+            parse(&setting.text)
+                .map_err(|why| invalid(&shown(&setting.text), &setting.origin, &why))?,
         );
     }
     Ok(out)

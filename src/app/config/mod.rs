@@ -113,7 +113,10 @@ impl Config {
     ) -> Result<Config, UsageError> {
         let pdeathsig = env.value(&options::PDEATHSIG, signals::parse_signal)?;
         let remap_exit = env.values(&options::REMAP_EXIT, parse_exit_code)?;
-        let rewrite = env.values(&options::REWRITE, parse_rewrite)?;
+        let group = names::kill_process_group(env, name)?;
+        // dumb-init's own rewrites first: the operator's `-r` beats them.
+        let mut rewrite = names::default_rewrites(name, group);
+        rewrite.extend(env.values(&options::REWRITE, parse_rewrite)?);
         let sources = stop::Sources::read(env)?;
         let mut notices = Vec::new();
         let (ecs, platform) = platform::read(env, sources.can_say_busy(), &mut notices)?;
@@ -154,7 +157,7 @@ impl Config {
             pdeathsig,
             verbosity,
             warn_on_reap: env.flag(&options::WARN_ON_REAP)?,
-            kill_process_group: names::kill_process_group(env, name)?,
+            kill_process_group: group,
             remap_exit,
             rewrite,
             log_filter: env.get("DRAINIT_LOG")?,
@@ -163,6 +166,7 @@ impl Config {
             drain_count_field: health.drain_count_field,
             emf: health::emf(env)?,
             notices,
+            compat: names::compat(name, group),
         };
         // Last: every option has been read, so every flag that beat its
         // variable has been seen.

@@ -8,6 +8,7 @@ use super::env::{invalid, Env};
 use super::UsageError;
 use crate::app::options;
 use crate::app::values::parse_verbosity;
+use crate::core::settings::Compat;
 
 /// The name drainit was called by: as `dumb-init` or `tini` (a symlink or
 /// a copy that replaces one; `tini-static` is tini's static build), it
@@ -53,6 +54,35 @@ impl Name {
             Name::DumbInit => Some(("DUMB_INIT_", DUMB_INIT_VARIABLES)),
         }
     }
+}
+
+/// What drainit keeps of dumb-init's behaviour, called by its name
+/// (`group`: its session mode, the signals to the child's process group):
+/// SIGTERM to what the child left in its group when it ends (session mode
+/// only, as dumb-init), stopping itself after forwarding a job-control
+/// signal, and no hold on the start directory. Under any other name, none.
+pub(super) fn compat(name: Name, group: bool) -> Compat {
+    match name {
+        Name::DumbInit => Compat {
+            term_group_at_exit: group,
+            job_control_stops_self: true,
+            leave_start_directory: true,
+        },
+        Name::Drainit | Name::Tini => Compat::default(),
+    }
+}
+
+/// dumb-init's rewrites in its session mode: SIGTSTP, SIGTTIN and SIGTTOU
+/// reach the child's group as SIGSTOP (which it cannot catch), unless the
+/// operator's own `-r` for that signal, read after these, says otherwise.
+pub(super) fn default_rewrites(name: Name, group: bool) -> Vec<(i32, i32)> {
+    if name != Name::DumbInit || !group {
+        return Vec::new();
+    }
+    [libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU]
+        .into_iter()
+        .map(|signo| (signo, libc::SIGSTOP))
+        .collect()
 }
 
 /// Every variable tini (v0.19) reads.
@@ -138,4 +168,31 @@ pub(super) fn kill_process_group(env: &Env<'_>, name: Name) -> Result<bool, Usag
             Name::DumbInit => (env.lookup)("DUMB_INIT_SETSID").map_or(true, |v| v != *"0"),
             _ => env.get("DUMB_INIT_SETSID")?.is_some_and(|v| v != "0"),
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_dumb_init_keeps_dumb_inits_rules() {
+        for name in [Name::Drainit, Name::Tini] {
+            assert_eq!(compat(name, true), Compat::default());
+            assert!(default_rewrites(name, true).is_empty());
+        }
+        let session = compat(Name::DumbInit, true);
+        assert!(session.term_group_at_exit);
+        assert!(session.job_control_stops_self);
+        assert!(session.leave_start_directory);
+        // -c or DUMB_INIT_SETSID=0: no session, so no group to end and
+        // the job-control signals go unchanged; it still stops itself.
+        let single = compat(Name::DumbInit, false);
+        assert!(!single.term_group_at_exit);
+        assert!(single.job_control_stops_self);
+        assert!(default_rewrites(Name::DumbInit, false).is_empty());
+        assert_eq!(
+            default_rewrites(Name::DumbInit, true),
+            [(20, 19), (21, 19), (22, 19)]
+        );
+    }
 }

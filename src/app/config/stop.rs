@@ -13,8 +13,10 @@ use crate::app::options;
 use crate::app::values::*;
 use crate::core::settings::Cmd;
 use crate::core::settings::TimelineSettings as Settings;
+use crate::core::sources::exec::public_command;
 use crate::io::commands as sources;
 use crate::proto::http::Target;
+use crate::util::redact;
 use crate::util::time::millis;
 
 /// The stop hooks and drain sources, and the timeouts of their requests.
@@ -34,16 +36,20 @@ impl Sources {
     /// Every stop hook and drain source, none given twice, at most
     /// `MAX_SOURCES` drain sources.
     pub fn read(env: &Env<'_>) -> Result<Sources, UsageError> {
-        let stop_urls = unique(env.list(&options::STOP_URL)?, &parse_url)?;
+        let stop_urls = unique(env.list(&options::STOP_URL)?, &parse_url, redact::value)?;
         let stop_method = env.value_or_default(&options::STOP_METHOD, parse_method)?;
-        let drain_urls = unique(env.list(&options::DRAIN_URL)?, &parse_url)?;
+        let drain_urls = unique(env.list(&options::DRAIN_URL)?, &parse_url, redact::value)?;
         let pre_stop_delay = env.value_or_default(&options::PRE_STOP_DELAY, parse_duration)?;
         // Programs are found on the PATH drainit runs them with.
         let path = (env.lookup)("PATH").and_then(|p| p.into_string().ok());
         let parse_cmd = |text: &str| sources::parse_command(text, path.as_deref());
-        let stop_execs = unique(env.list(&options::STOP_EXEC)?, &parse_cmd)?;
-        let drain_execs = unique(env.list(&options::DRAIN_EXEC)?, &parse_cmd)?;
-        let drain_files = unique(env.list(&options::DRAIN_FILE)?, &parse_drain_file)?;
+        let stop_execs = unique(env.list(&options::STOP_EXEC)?, &parse_cmd, public_command)?;
+        let drain_execs = unique(env.list(&options::DRAIN_EXEC)?, &parse_cmd, public_command)?;
+        let drain_files = unique(
+            env.list(&options::DRAIN_FILE)?,
+            &parse_drain_file,
+            redact::value,
+        )?;
         let count = drain_urls.len() + drain_execs.len() + drain_files.len();
         if count > MAX_SOURCES {
             return Err(UsageError(format!(

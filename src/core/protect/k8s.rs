@@ -340,10 +340,6 @@ impl Backend for Protection {
         Some(learnt)
     }
 
-    fn threads(&self) -> usize {
-        1
-    }
-
     fn k8s_report(&self) -> Option<K8sReport> {
         Some(K8sReport {
             pod: self.pod.clone(),

@@ -63,11 +63,6 @@ pub trait Backend {
     fn take_grace(&mut self, _stopping: bool) -> Option<Grace> {
         None
     }
-    /// Request threads the back-end needs besides the sources' (its start
-    /// request goes out while the first poll's are).
-    fn threads(&self) -> usize {
-        0
-    }
     /// What `/status` and the exit report say of a Kubernetes pod.
     fn k8s_report(&self) -> Option<K8sReport> {
         None
@@ -120,11 +115,6 @@ fn backends(config: &Config) -> Option<Platform> {
 /// protection's request threads before the child).
 pub fn active(config: &Config) -> bool {
     backends(config).is_some()
-}
-
-/// Request threads protection's back-end needs besides one per source.
-pub fn threads(config: &Config) -> usize {
-    backends(config).map_or(0, |p| each!(&p, b => b.threads()))
 }
 
 /// Task protection over several sources: busy while any source that

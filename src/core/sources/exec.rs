@@ -8,6 +8,7 @@ use crate::core::event::Answer;
 use crate::core::outcome::Ended;
 use crate::core::settings::{Cmd, Config};
 use crate::core::sources::{About, AnyKind, How, Kind, Read, Reply};
+use crate::util::redact;
 use crate::util::signame::signal_name;
 use crate::util::time::millis;
 
@@ -23,11 +24,10 @@ pub fn from_config(config: &Config) -> impl Iterator<Item = AnyKind> + '_ {
         .map(|cmd| -> AnyKind { AnyKind::Exec(Exec { cmd: cmd.clone() }) })
 }
 
-/// A command as anyone may see it: its program only.
+/// A command as it may leave drainit (the report, the logs, `/status`):
+/// its program only, by the one redaction rule (`util::redact::command`).
 pub fn public_command(text: &str) -> String {
-    shlex::split(text)
-        .and_then(|words| words.into_iter().next())
-        .unwrap_or_default()
+    redact::command(text, redact::Commands::Program)
 }
 
 /// What a command run said, from how it ended: exit 0 is ready; killed
@@ -47,7 +47,7 @@ impl Kind for Exec {
     fn about(&self) -> About {
         About {
             name: "exec",
-            target: self.cmd.text.clone(),
+            target: public_command(&self.cmd.text),
             public: public_command(&self.cmd.text),
             protects: true,
         }

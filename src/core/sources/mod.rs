@@ -31,10 +31,20 @@ use crate::core::timers::{Timer, Timers};
 use crate::proto::http::{Failure, Response, Target};
 use crate::util::text::{escape, Fold};
 pub use board::{Board, Source};
+pub use url::Count;
 
 /// Polls of one kind (drain rounds; task protection) in flight at once;
 /// the rest wait for a slot in the same round.
 pub const MAX_POLLS: usize = 8;
+
+/// Task protection's start-up window: a drain source that refuses the
+/// connection (the app does not listen yet) is not a warning until it
+/// first answers, or this long after protection first asked.
+pub const STARTUP_WINDOW: Duration = Duration::from_secs(30);
+
+/// What a 401, 403, 404 or 405 from a drain URL says.
+const WRONG_URL_SAYS: &str =
+    "the URL looks wrong (check its path, port and method: drainit sends GET)";
 
 /// Task protection over several sources: see `core::protect`.
 pub use crate::core::protect::protect_busy;
@@ -151,10 +161,13 @@ pub struct Read {
     pub answer: Answer,
     /// The progress line for the report and the ready line.
     pub summary: Option<String>,
-    /// `--drain-count-field` as read: its pointer and the count, or why not.
-    pub count: Option<(String, Result<u64, &'static str>)>,
+    /// `--drain-count-field` as read: its pointer and what the answer
+    /// carried there.
+    pub count: Option<(String, Count)>,
     /// No answer at all: its kind and a line for protection's complaints.
     pub failure: Option<(String, String)>,
+    /// A status that says the URL itself looks wrong (401, 403, 404, 405).
+    pub wrong_url: Option<u16>,
 }
 
 impl Read {
@@ -164,6 +177,7 @@ impl Read {
             summary: None,
             count: None,
             failure: None,
+            wrong_url: None,
         }
     }
 }
@@ -227,6 +241,12 @@ pub struct Sources {
     /// The app's in-flight count (`--drain-count-field`).
     pub in_flight: InFlight,
     count_unreadable: bool,
+    /// The wrong-URL status each source was last said to answer.
+    wrong_said: Vec<Option<u16>>,
+    /// When protection first asked (its start-up window's start), and
+    /// which sources have answered it since.
+    protect_since: Option<Instant>,
+    protect_answered: Vec<bool>,
     interval: Duration,
     run_limit: Duration,
 }
@@ -248,6 +268,8 @@ impl Sources {
             // flapping source at a tiny interval is folded.
             said: vec![Fold::with_burst(3); kinds.len()],
             answered_at: vec![None; kinds.len()],
+            wrong_said: vec![None; kinds.len()],
+            protect_answered: vec![false; kinds.len()],
             kinds,
             board,
             interval: config.timeline.drain_interval,
@@ -318,6 +340,7 @@ impl Sources {
         stop: Stopping,
         asks: &mut Asks,
     ) -> usize {
+        self.protect_since.get_or_insert(now);
         let before = self.queued.len();
         for (i, source) in self.board.sources.iter().enumerate() {
             if source.protects {
@@ -449,20 +472,51 @@ impl Sources {
                 if let Some(summary) = &read.summary {
                     self.last_drain = Some(summary.clone());
                 }
-                self.on_answer(now, ticket, index, read.answer)
+                self.on_answer(now, ticket, index, read.answer, read.wrong_url)
             }
             Ask::Protect(index, _) => {
                 let read = self.kinds[index].read(reply);
                 self.record_count(&read, stopping);
-                let complaint = read
-                    .failure
-                    .map(|(kind, message)| (format!("drain_{kind}_{index}"), message));
+                let starting = self.starting(index, now, read.failure.is_some());
+                let complaint = match (read.failure, read.wrong_url) {
+                    (Some((kind, message)), _) if kind == "refused" && starting => {
+                        debug!("task protection: {message} (the app may not listen yet: start-up window)");
+                        None
+                    }
+                    (Some((kind, message)), _) => Some((format!("drain_{kind}_{index}"), message)),
+                    (None, Some(status)) => {
+                        let source = &self.board.sources[index];
+                        let target = escape(&source.target, 200);
+                        Some((
+                            format!("drain_wrong_url_{index}"),
+                            format!(
+                                "drain source {} {target}: HTTP {status}: {WRONG_URL_SAYS}",
+                                source.kind
+                            ),
+                        ))
+                    }
+                    (None, None) => None,
+                };
                 Some(Said::Protect {
                     answer: read.answer,
                     complaint,
                 })
             }
         }
+    }
+
+    /// Whether protection's start-up window is open for source `index`:
+    /// it has not answered yet (`failed`: this answer was none) and the
+    /// window since protection first asked has not passed.
+    fn starting(&mut self, index: usize, now: Instant, failed: bool) -> bool {
+        let Some(answered) = self.protect_answered.get_mut(index) else {
+            return false;
+        };
+        *answered |= !failed;
+        !*answered
+            && self
+                .protect_since
+                .is_some_and(|since| now.saturating_duration_since(since) < STARTUP_WINDOW)
     }
 
     /// The app's in-flight count in a drain body (`--drain-count-field`),
@@ -472,7 +526,8 @@ impl Sources {
     fn record_count(&mut self, read: &Read, stopping: bool) {
         match &read.count {
             None => {}
-            Some((_, Ok(n))) => {
+            Some((_, Count::Unreadable)) => self.in_flight.last = None,
+            Some((_, Count::Read(n))) => {
                 let n = *n;
                 self.in_flight.last = Some(n);
                 if stopping {
@@ -480,7 +535,7 @@ impl Sources {
                     self.in_flight.max = Some(self.in_flight.max.map_or(n, |m| m.max(n)));
                 }
             }
-            Some((pointer, Err(why))) => {
+            Some((pointer, Count::Bad(why))) => {
                 self.in_flight.last = None;
                 if !std::mem::replace(&mut self.count_unreadable, true) {
                     warn!("--drain-count-field {pointer}: {why} in the drain body; no in-flight count is reported (said once)");
@@ -498,6 +553,7 @@ impl Sources {
         ticket: Ticket,
         index: usize,
         answer: Answer,
+        wrong_url: Option<u16>,
     ) -> Option<Said> {
         let text = match &answer {
             Answer::Ready => "ready".to_string(),
@@ -515,16 +571,27 @@ impl Sources {
             (&previous, &answer),
             (Some(Answer::NoAnswer(_)), Answer::NoAnswer(_))
         );
-        if previous.as_ref() != Some(&answer) {
+        // A status saying the URL is wrong is one warning per source, until
+        // its answer changes (never folded).
+        let wrong_said = self.wrong_said.get_mut(index).map(|said| {
+            let new = wrong_url.is_some() && *said != wrong_url;
+            *said = wrong_url;
+            new
+        });
+        if previous.as_ref() != Some(&answer) || wrong_said == Some(true) {
             // Ready sticks, so it is said once per source and never folded.
             let said = match answer {
                 Answer::Ready => Some(String::new()),
+                _ if wrong_said == Some(true) => Some(String::new()),
                 _ => self.said.get_mut(index).and_then(|f| f.allow(now)),
             };
             if let Some(note) = said {
                 let source = &self.board.sources[index];
                 let (kind, target) = (source.kind, escape(&source.target, 200));
                 match answer {
+                    _ if wrong_said == Some(true) => {
+                        warn!("drain source {kind} {target}: {text}: {WRONG_URL_SAYS}")
+                    }
                     Answer::NoAnswer(_) if !failing_again => {
                         warn!("drain source {kind} {target}: {text}{note}")
                     }
@@ -579,9 +646,9 @@ mod tests {
     fn public_targets_show_no_secrets() {
         assert_eq!(
             url::public_url("http://user:pw@127.0.0.1:8080/drain?token=x#f"),
-            "http://127.0.0.1:8080/drain"
+            "http://127.0.0.1:8080/drain?token=REDACTED"
         );
-        assert_eq!(url::public_url("http://h/?a=b"), "http://h/");
+        assert_eq!(url::public_url("http://h/?a=b"), "http://h/?a=REDACTED");
         assert_eq!(
             exec::public_command("'/opt/my tool' --password hunter2"),
             "/opt/my tool"
@@ -590,5 +657,25 @@ mod tests {
         config.drain_files = vec!["/tmp/done".into()];
         let sources = Sources::new(&config);
         assert_eq!(sources.board.sources[0].public, "/tmp/done");
+    }
+
+    #[test]
+    fn refusals_are_quiet_until_the_first_answer_or_the_window_ends() {
+        let mut config = crate::core::machine::tests::config();
+        config.drain_urls = vec!["http://127.0.0.1:1/a".into(), "http://127.0.0.1:1/b".into()];
+        let mut sources = Sources::new(&config);
+        let t0 = Instant::now();
+        sources.protect_since = Some(t0);
+        let s = Duration::from_secs;
+        assert!(sources.starting(0, t0 + s(1), true));
+        assert!(sources.starting(0, t0 + s(29), true));
+        assert!(
+            !sources.starting(0, t0 + STARTUP_WINDOW, true),
+            "the window ended"
+        );
+        // Source 1 answers once: its window is over at once.
+        assert!(sources.starting(1, t0 + s(2), true));
+        assert!(!sources.starting(1, t0 + s(3), false));
+        assert!(!sources.starting(1, t0 + s(4), true));
     }
 }
