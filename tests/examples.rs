@@ -271,6 +271,46 @@ fn kubernetes_deployment() {
 }
 
 #[test]
+#[cfg(feature = "k8s")]
+fn kubernetes_protect() {
+    let text = std::fs::read_to_string("examples/kubernetes/protect.yaml").unwrap();
+    let line = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("command:"))
+        .expect("a container command");
+    let command: Vec<String> = serde_json::from_str(line.trim()).unwrap();
+    assert!(command.contains(&"--k8s-protect".to_string()));
+    let period: u64 = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("terminationGracePeriodSeconds:"))
+        .expect("terminationGracePeriodSeconds")
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        command.iter().all(|a| a != "--grace") || grace_of(&command) < period,
+        "--grace must end before terminationGracePeriodSeconds"
+    );
+    // In a pod: the service variables, POD_NAME from the Downward API and
+    // the service-account directory (no API server answers: the flags are
+    // what is checked).
+    let scratch = Scratch::new("example-k8s");
+    let sa = scratch.file("serviceaccount");
+    std::fs::create_dir_all(&sa).unwrap();
+    std::fs::write(sa.join("namespace"), "jobs").unwrap();
+    let (flags, _) = runnable_flags(&command, &scratch);
+    let (code, stderr) = drainit(flags)
+        .with_args(vec!["/bin/true".into()])
+        .not_pid1()
+        .env("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+        .env("KUBERNETES_SERVICE_PORT", "9")
+        .env("POD_NAME", "worker-7d9f-x2")
+        .before_exec(service_account_at(&sa))
+        .run();
+    assert_eq!(code, 0, "{command:?}: {stderr}");
+}
+
+#[test]
 fn ecs_health_checks() {
     let text = std::fs::read_to_string("examples/ecs/task-definition.json").unwrap();
     let task: Value = serde_json::from_str(&text).unwrap();

@@ -16,6 +16,7 @@ pub enum Heading {
     Draining,
     Notify,
     Ecs,
+    Kubernetes,
     Health,
 }
 
@@ -27,6 +28,7 @@ impl Heading {
             Heading::Draining => Some("Draining"),
             Heading::Notify => Some("sd_notify"),
             Heading::Ecs => Some("Amazon ECS"),
+            Heading::Kubernetes => Some("Kubernetes"),
             Heading::Health => Some("Health checks and metrics"),
         }
     }
@@ -440,7 +442,7 @@ declare! {
         heading: Heading::Ecs,
         value: "D",
         default: Default::Value("10s"),
-        help: "How often --ecs-protect asks those sources, at least 1s",
+        help: "How often --ecs-protect or --k8s-protect asks those sources, at least 1s",
         ..ONE
     };
     PROTECT_MINUTES = Opt {
@@ -449,6 +451,34 @@ declare! {
         value: "M",
         default: Default::Value("60"),
         help: "Protection length per request, 1-2880 minutes",
+        ..ONE
+    };
+    // Kubernetes.
+    K8S_PROTECT = Opt {
+        long: "k8s-protect",
+        heading: Heading::Kubernetes,
+        help: "Keep the pod-deletion-cost, safe-to-evict and do-not-disrupt annotations on this \
+               pod while the --drain-url and --drain-exec sources say the app is busy (asked \
+               every --protect-interval), and take the default --grace from the pod's \
+               terminationGracePeriodSeconds; needs a service account that may get and patch \
+               pods, and one such source",
+        ..FLAG
+    };
+    K8S_COST = Opt {
+        long: "k8s-cost",
+        heading: Heading::Kubernetes,
+        value: "N",
+        default: Default::Value("1000"),
+        help: "The controller.kubernetes.io/pod-deletion-cost while busy, 1-2147483647",
+        ..ONE
+    };
+    K8S_ANNOTATIONS = Opt {
+        long: "k8s-annotations",
+        heading: Heading::Kubernetes,
+        value: "LIST",
+        default: Default::Value("cost,safe-to-evict,do-not-disrupt"),
+        help: "Which annotations --k8s-protect manages: any of cost, safe-to-evict, \
+               do-not-disrupt (comma-separated), or all",
         ..ONE
     };
     // Health checks and metrics.

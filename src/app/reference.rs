@@ -23,6 +23,11 @@ pub fn reference() -> String {
         ),
         (Heading::Ecs, "Amazon ECS", "See [ecs.md](ecs.md).\n\n"),
         (
+            Heading::Kubernetes,
+            "Kubernetes",
+            "See [kubernetes.md](kubernetes.md).\n\n",
+        ),
+        (
             Heading::Health,
             "Health checks and metrics",
             "See [health.md](health.md) and [metrics.md](metrics.md).\n\n",

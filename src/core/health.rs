@@ -164,6 +164,9 @@ pub fn status_json(status: Option<&Status>, now: Instant, log_lines_dropped: u64
         "log_lines_dropped": log_lines_dropped,
         "outcome": s.outcome.map(|o| o.name()),
     });
+    if let Some(k) = &sum.k8s {
+        body["kubernetes"] = k.json();
+    }
     if let Some(n) = &sum.notify {
         body["notify"] = json!({
             "ready": s.app_ready,

@@ -212,8 +212,17 @@ impl<'a> Machine<'a> {
                 }
             }
             Owner::Protect => {
-                if let Some(protection) = &mut self.protection {
-                    protection.on_http(token, result);
+                let stopping = self.timeline.stop().is_some();
+                let Some(protection) = &mut self.protection else {
+                    return;
+                };
+                // The platform may set the deadline (the pod's own grace
+                // period), never that of a stop already under way.
+                if let Some(grace) =
+                    protection.on_http(now, token, result, stopping, &mut self.asks)
+                {
+                    self.timeline.set_grace(grace.grace);
+                    self.timeline.set_grace_max(grace.grace_max);
                 }
             }
         }

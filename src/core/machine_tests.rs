@@ -63,6 +63,7 @@ pub(crate) fn config() -> Config {
         deadline_exit_code: 124,
         exit_report: None,
         ecs: None,
+        k8s: None,
         notify: None,
         grace_max: Some(ms(10_000)),
         notices: Vec::new(),
@@ -686,4 +687,69 @@ fn notes_count_what_the_reader_folded_and_the_fallback_only_counts() {
     assert_eq!((n.received, n.refused, n.dropped), (501, 3, 2));
     assert_eq!(n.ready_ms, Some(40));
     assert_eq!(n.status.as_deref(), Some("busy"));
+}
+
+/// `--k8s-protect` with a drain URL, the default grace of 25 s.
+fn k8s_config() -> Config {
+    let mut config = config();
+    config.drain_urls = vec!["http://app/drain".into()];
+    config.timeline.grace = Some(ms(25_000));
+    config.grace_max = Some(ms(25_000));
+    config.k8s = Some(crate::core::settings::K8sConfig {
+        ip: "10.96.0.1".parse().unwrap(),
+        port: 443,
+        namespace: "jobs".into(),
+        pod: "worker-1".into(),
+        interval: ms(1_000),
+        cost: 1000,
+        managed: crate::proto::k8s::Managed::ALL,
+        grace_given: false,
+        grace_max_given: false,
+    });
+    config
+}
+
+/// The pod's read at start, answered at `at` with a grace period of 60 s.
+fn pod_read(m: &mut Machine<'_>, at: Instant) {
+    let read = sends(&actions(m));
+    let (token, _) = read
+        .iter()
+        .find(|(_, url)| url.ends_with("/api/v1/namespaces/jobs/pods/worker-1"))
+        .cloned()
+        .expect("the pod's read at start");
+    let pod = r#"{"metadata":{},"spec":{"terminationGracePeriodSeconds":60}}"#;
+    m.handle(
+        at,
+        Input::Http {
+            token,
+            result: json(pod),
+        },
+    );
+}
+
+#[test]
+fn the_pods_grace_sets_the_deadline() {
+    let config = k8s_config();
+    let mut m = Machine::new(&config, CHILD, true, t(0));
+    pod_read(&mut m, t(100));
+    assert_eq!(m.summary().k8s.unwrap().grace_from, "pod");
+    m.handle(t(1_000), Input::Signal(TERM));
+    assert_eq!(m.deadline(), Some(t(1_000) + ms(54_000)), "60 s less 6 s");
+}
+
+#[test]
+fn a_stop_under_way_keeps_its_deadline_when_the_pod_answers_late() {
+    let config = k8s_config();
+    let mut m = Machine::new(&config, CHILD, true, t(0));
+    m.handle(t(50), Input::Signal(TERM));
+    pod_read(&mut m, t(100));
+    assert_eq!(m.deadline(), Some(t(50) + ms(25_000)));
+    assert_eq!(m.summary().k8s.unwrap().grace_from, "default");
+    // Nothing is written during the stop, whatever the app says.
+    m.handle(t(2_000), Input::Timeout);
+    let sent = sends(&actions(&mut m));
+    assert!(
+        sent.iter().all(|(_, url)| !url.starts_with("https://")),
+        "{sent:?}"
+    );
 }

@@ -142,7 +142,30 @@ pub fn render(status: Option<&Status>, now: Instant, unix_now: f64) -> Reply {
             );
         }
     }
-    if let Some(on) = s.protected {
+    if let Some(k) = &s.summary.k8s {
+        p.one(
+            "drainit_k8s_protected",
+            "gauge",
+            "1 while the pod holds drainit's annotations (as the API server last accepted).",
+            Some(if k.protected { 1.0 } else { 0.0 }),
+        );
+        p.family(
+            "drainit_k8s_requests_total",
+            "counter",
+            "Requests to the Kubernetes API server (the pod's read and patches), by result.",
+        );
+        let at = RequestKind::ALL
+            .iter()
+            .position(|k| *k == RequestKind::ProtectUpdate)
+            .unwrap_or(0);
+        for (j, result) in RESULTS.iter().enumerate() {
+            p.sample(
+                "drainit_k8s_requests_total",
+                &format!("result=\"{result}\""),
+                s.counters.requests[at][j] as f64,
+            );
+        }
+    } else if let Some(on) = s.protected {
         p.one(
             "drainit_ecs_task_protected",
             "gauge",

@@ -2,11 +2,12 @@
 //! command line and the environment, and what the core and shell read.
 
 use std::ffi::OsString;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::proto::http::Target;
+use crate::proto::k8s::{self, Managed};
 use crate::proto::notify_msg::Access;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,6 +49,8 @@ pub struct Config {
     pub exit_report: Option<PathBuf>,
     /// Amazon ECS integration, when active.
     pub ecs: Option<EcsConfig>,
+    /// `--k8s-protect`: the pod annotations while the app is busy.
+    pub k8s: Option<K8sConfig>,
     /// `--notify`: receive the app's sd_notify messages.
     pub notify: Option<NotifyConfig>,
     /// `--grace-max`: how far extensions may move the deadline from t0
@@ -136,6 +139,41 @@ pub struct ProtectConfig {
     pub agent_uri: String,
     pub interval: Duration,
     pub minutes: u32,
+}
+
+/// `--k8s-protect`: drainit's pod, the API server that holds it, and
+/// what the protection writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct K8sConfig {
+    /// The API server (`KUBERNETES_SERVICE_HOST`, `KUBERNETES_SERVICE_PORT`).
+    pub ip: IpAddr,
+    pub port: u16,
+    /// The service account's namespace and the pod's name.
+    pub namespace: String,
+    pub pod: String,
+    /// `--protect-interval`.
+    pub interval: Duration,
+    /// `--k8s-cost`: the pod-deletion cost while busy.
+    pub cost: i32,
+    /// `--k8s-annotations`.
+    pub managed: Managed,
+    /// `--grace` was given: the pod's period only checks it (a warning
+    /// when it is not below); otherwise the pod's period sets it.
+    pub grace_given: bool,
+    /// `--grace-max` was given (otherwise it follows the grace).
+    pub grace_max_given: bool,
+}
+
+impl K8sConfig {
+    /// The pod's URL on the API server: what the core's requests name,
+    /// and how the shell knows them for the Kubernetes client's.
+    pub fn pod_url(&self) -> String {
+        format!(
+            "https://{}{}",
+            k8s::authority(self.ip, self.port),
+            k8s::pod_path(&self.namespace, &self.pod)
+        )
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

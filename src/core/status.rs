@@ -137,7 +137,12 @@ impl Machine<'_> {
             summary: self.summary(),
             counters: self.counters.clone(),
             in_flight: self.sources.in_flight.last,
-            protected: self.protection.as_ref().map(|p| p.is_on()),
+            // ECS's; the pod's protection is in the summary's `k8s`.
+            protected: self
+                .protection
+                .as_ref()
+                .filter(|p| p.k8s_report().is_none())
+                .map(|p| p.is_on()),
             notify_kinds: self.notify.as_ref().map(|n| n.kinds),
             outcome: self.outcome(),
         }
@@ -174,6 +179,7 @@ impl Machine<'_> {
                 family: t.family.clone(),
                 service: t.service_name.clone(),
             }),
+            k8s: self.protection.as_ref().and_then(|p| p.k8s_report()),
         }
     }
 

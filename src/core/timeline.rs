@@ -207,6 +207,12 @@ impl Timeline {
         self.grace_max = grace_max;
     }
 
+    /// A new `--grace` learnt after start (from the pod, `--k8s-protect`):
+    /// a stop already under way keeps the deadline it has.
+    pub fn set_grace(&mut self, grace: Duration) {
+        self.settings.grace = Some(grace);
+    }
+
     /// The phase, with the moments it waits for.
     pub fn phase(&self) -> Phase {
         // Nothing happened yet: running. Every later state arms its slot

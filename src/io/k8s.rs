@@ -54,6 +54,14 @@ fn read_bounded(path: &Path, limit: usize) -> Result<Vec<u8>, String> {
     Ok(bytes)
 }
 
+/// The service account's namespace, from its file.
+pub fn read_namespace() -> Result<String, String> {
+    api::namespace(&read_bounded(
+        &Path::new(SA_DIR).join("namespace"),
+        NAMESPACE_LIMIT,
+    )?)
+}
+
 impl Place {
     /// The place from the environment and the service-account namespace
     /// file: a clear message when drainit is not in a pod.
@@ -64,10 +72,7 @@ impl Place {
             var("KUBERNETES_SERVICE_PORT").as_deref(),
         )?;
         let pod = api::pod_name(var("POD_NAME").as_deref(), var("HOSTNAME").as_deref())?;
-        let namespace = api::namespace(&read_bounded(
-            &Path::new(SA_DIR).join("namespace"),
-            NAMESPACE_LIMIT,
-        )?)?;
+        let namespace = read_namespace()?;
         Ok(Place {
             ip,
             port,

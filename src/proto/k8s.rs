@@ -529,6 +529,41 @@ pub fn backoff(failures: u32) -> Duration {
     Duration::from_secs((1u64 << exp).min(60))
 }
 
+/// The default `--grace` from the pod's `terminationGracePeriodSeconds`:
+/// the period less a margin of 10 % or 2 s, whichever is larger, and at
+/// least 1 s, so that drainit's own SIGKILL, the exit report and its last
+/// lines come before the kubelet's SIGKILL.
+pub fn pod_grace(period_seconds: u64) -> Duration {
+    let period = Duration::from_secs(period_seconds);
+    let margin = (period / 10).max(Duration::from_secs(2));
+    period.saturating_sub(margin).max(Duration::from_secs(1))
+}
+
+/// What the `content_type` of a Kubernetes answer handed to the core
+/// starts with when the answer had a `Retry-After`: the shell carries the
+/// header there (`with_retry_after`), and the back-end, which reads no
+/// content type, takes it back (`carried_retry_after`).
+const RETRY_AFTER_MARK: &str = "drainit/retry-after=";
+
+/// The answer as the core receives it: the status and the body, and the
+/// `Retry-After` in place of the content type.
+pub fn with_retry_after(mut response: Response, retry_after: Option<Duration>) -> Response {
+    response.content_type = retry_after.map(|d| format!("{RETRY_AFTER_MARK}{}", d.as_secs()));
+    response
+}
+
+/// The `Retry-After` carried by `with_retry_after`, at most
+/// `RETRY_AFTER_LIMIT`.
+pub fn carried_retry_after(response: &Response) -> Option<Duration> {
+    let secs = response
+        .content_type
+        .as_deref()?
+        .strip_prefix(RETRY_AFTER_MARK)?
+        .parse::<u64>()
+        .ok()?;
+    Some(Duration::from_secs(secs).min(RETRY_AFTER_LIMIT))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -774,6 +809,33 @@ mod tests {
         assert_eq!(retry_after(date), None);
         assert_eq!(retry_after(b"HTTP/1.1 429 x\r\n"), None);
         assert_eq!(retry_after(b"HTTP/1.1 200 OK\r\n\r\n"), None);
+    }
+
+    #[test]
+    fn the_grace_from_the_pod() {
+        let s = Duration::from_secs;
+        assert_eq!(pod_grace(10), s(8));
+        assert_eq!(pod_grace(30), s(27));
+        assert_eq!(pod_grace(60), s(54));
+        assert_eq!(pod_grace(300), s(270));
+        assert_eq!(pod_grace(2), s(1), "at least 1 s");
+        assert_eq!(pod_grace(0), s(1));
+        assert!(pod_grace(u64::MAX / 2).as_secs() > 1);
+    }
+
+    #[test]
+    fn retry_after_is_carried_to_the_core() {
+        let r = answer(429, "{}");
+        let carried = with_retry_after(r.clone(), Some(Duration::from_secs(7)));
+        assert_eq!(carried.status, 429);
+        assert_eq!(carried_retry_after(&carried), Some(Duration::from_secs(7)));
+        assert_eq!(
+            carried_retry_after(&with_retry_after(r.clone(), None)),
+            None
+        );
+        let mut forged = r;
+        forged.content_type = Some("drainit/retry-after=99999999".into());
+        assert_eq!(carried_retry_after(&forged), Some(RETRY_AFTER_LIMIT));
     }
 
     #[test]

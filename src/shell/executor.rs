@@ -9,12 +9,13 @@ use std::time::{Instant, SystemTime};
 
 use log::{debug, error, info, warn};
 
-use crate::core::event::{Action, Input, Token};
+use crate::core::event::{Action, Input, Lane, Token};
 use crate::core::outcome::Ended;
 use crate::core::rules;
 use crate::core::settings::Config;
 use crate::core::sources::exec::public_command;
 use crate::io::threads::Outbox;
+use crate::io::workers::Job;
 use crate::io::{commands, http, procfs, signals};
 use crate::proto::http::{Failure, Kind};
 use crate::shell::lanes;
@@ -73,18 +74,16 @@ impl<'a> Executor<'a> {
                 timeout,
             } => {
                 let outbox = self.outbox.clone();
+                #[cfg(feature = "k8s")]
+                if let Some(job) = self.k8s_job(token, &target, body.as_deref(), timeout) {
+                    return self.submit(lane, token, job);
+                }
                 let job = Box::new(move || {
                     http::run_and_report(&target, body.as_deref(), timeout, |result| {
                         outbox.send(Input::Http { token, result })
                     })
                 });
-                let pool = lanes::pool(lane);
-                if let Err(e) = pool.submit(job) {
-                    // Answered like any failed request.
-                    let detail = format!("cannot start a request thread: {e}");
-                    let result = Err(Failure::new(Kind::Internal, &detail));
-                    self.answers.push_back(Input::Http { token, result });
-                }
+                self.submit(lane, token, job);
             }
             Action::StartRun { token, cmd } => {
                 crate::util::fault::point("start_run");
@@ -115,6 +114,56 @@ impl<'a> Executor<'a> {
             }
             Action::Exit => {}
         }
+    }
+
+    /// Starts a request's job on a thread of `lane`.
+    fn submit(&mut self, lane: Lane, token: Token, job: Job) {
+        if let Err(e) = lanes::pool(lane).submit(job) {
+            // Answered like any failed request.
+            let detail = format!("cannot start a request thread: {e}");
+            let result = Err(Failure::new(Kind::Internal, &detail));
+            self.answers.push_back(Input::Http { token, result });
+        }
+    }
+
+    /// The job of a request to drainit's own pod (`--k8s-protect`): the
+    /// Kubernetes client over TLS, its answer handed to the core with its
+    /// `Retry-After` (`proto::k8s::with_retry_after`), within the client's
+    /// own time bound. None: not a request to the pod.
+    #[cfg(feature = "k8s")]
+    fn k8s_job(
+        &self,
+        token: Token,
+        target: &crate::proto::http::Target,
+        body: Option<&[u8]>,
+        timeout: std::time::Duration,
+    ) -> Option<Job> {
+        use crate::io::k8s;
+        use crate::proto::k8s::{self as api, Method};
+        let config = self
+            .config
+            .k8s
+            .as_ref()
+            .filter(|c| c.pod_url() == target.url)?;
+        let place = k8s::Place {
+            ip: config.ip,
+            port: config.port,
+            namespace: config.namespace.clone(),
+            pod: config.pod.clone(),
+        };
+        let method = match target.method.as_str() {
+            "GET" => Method::Get,
+            _ => Method::Patch,
+        };
+        let body = body.unwrap_or_default().to_vec();
+        let timeout = timeout.min(k8s::REQUEST_TIMEOUT);
+        let outbox = self.outbox.clone();
+        Some(Box::new(move || {
+            k8s::run_and_report(&place, method, &body, timeout, |answer| {
+                let result = answer.map(|a| api::with_retry_after(a.response, a.retry_after));
+                outbox.send(Input::Http { token, result })
+            })
+        }))
     }
 
     /// What a reaped pid was: the main child (while `child_running`), a

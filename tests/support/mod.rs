@@ -633,3 +633,73 @@ pub fn path_str(p: &Path) -> &str {
 pub fn os(s: &str) -> &OsStr {
     OsStr::new(s)
 }
+
+/// Where a pod's service-account directory is mounted (`io::k8s::SA_DIR`).
+pub const SA_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+/// Code for `Launch::before_exec` (or `CommandExt::pre_exec`): gives the
+/// process a mount namespace of its own in which `dir` is the pod's
+/// service-account directory at its standard path (a tmpfs over /var/run,
+/// the path made in it, `dir` bind-mounted there), so drainit reads what
+/// the test writes into `dir`, token rotations included. Needs root.
+pub fn service_account_at(dir: &Path) -> impl FnMut() -> std::io::Result<()> + Send + Sync {
+    use std::ffi::CString;
+    let c = |s: &str| CString::new(s).unwrap();
+    let source = c(path_str(dir));
+    let mut parts = Vec::new();
+    let mut at = String::from("/var/run");
+    for part in SA_DIR.trim_start_matches("/var/run/").split('/') {
+        at.push('/');
+        at.push_str(part);
+        parts.push(c(&at));
+    }
+    let (none, root, run, tmpfs, target) =
+        (c("none"), c("/"), c("/var/run"), c("tmpfs"), c(SA_DIR));
+    move || {
+        let fail = || Err(std::io::Error::last_os_error());
+        // SAFETY: plain syscalls with C strings made before the fork; they
+        // change only this process's view of the mounts.
+        unsafe {
+            if libc::unshare(libc::CLONE_NEWNS) != 0 {
+                return fail();
+            }
+            let flags = libc::MS_REC | libc::MS_PRIVATE;
+            if libc::mount(
+                none.as_ptr(),
+                root.as_ptr(),
+                std::ptr::null(),
+                flags,
+                std::ptr::null(),
+            ) != 0
+            {
+                return fail();
+            }
+            if libc::mount(
+                tmpfs.as_ptr(),
+                run.as_ptr(),
+                tmpfs.as_ptr(),
+                0,
+                std::ptr::null(),
+            ) != 0
+            {
+                return fail();
+            }
+            for part in &parts {
+                if libc::mkdir(part.as_ptr(), 0o755) != 0 {
+                    return fail();
+                }
+            }
+            if libc::mount(
+                source.as_ptr(),
+                target.as_ptr(),
+                std::ptr::null(),
+                libc::MS_BIND,
+                std::ptr::null(),
+            ) != 0
+            {
+                return fail();
+            }
+        }
+        Ok(())
+    }
+}

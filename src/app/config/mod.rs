@@ -120,6 +120,8 @@ impl Config {
         let sources = stop::Sources::read(env)?;
         let mut notices = Vec::new();
         let (ecs, platform) = platform::read(env, sources.can_say_busy(), &mut notices)?;
+        let ecs_protect = ecs.as_ref().is_some_and(|e| e.protect.is_some());
+        let k8s = platform::k8s(env, sources.can_say_busy(), ecs_protect, &mut notices)?;
         let notify = notify_from(env)?;
         let drain_active = sources.active()
             || notify.is_some()
@@ -148,6 +150,7 @@ impl Config {
                 .value_or_default(&options::DEADLINE_EXIT_CODE, parse_exit_code)?,
             exit_report: env.value(&options::EXIT_REPORT, parse_path)?,
             ecs,
+            k8s,
             program,
             args,
             subreaper: names::subreaper(env)?,

@@ -1,14 +1,17 @@
 //! The platforms drainit recognises and their settings: Amazon ECS (the
 //! task metadata watch and task protection, from `--ecs*`, `--protect-*`
 //! and the variables the ECS agent sets) and Kubernetes (recognised by its
-//! service variable, for the default `--grace`).
+//! service variable, for the default `--grace`; the pod annotations from
+//! `--k8s-*`, the service variables, `POD_NAME` or `HOSTNAME` and the
+//! service-account namespace).
 
 use super::env::{invalid, Env, Setting};
 use super::stop::Platform;
 use super::{Notice, UsageError};
 use crate::app::options;
 use crate::app::values::*;
-use crate::core::settings::{EcsConfig, ProtectConfig};
+use crate::core::settings::{EcsConfig, K8sConfig, ProtectConfig};
+use crate::proto::k8s::{self as api, Managed};
 
 /// The variables the ECS agent sets to the task metadata endpoint, the
 /// newest first.
@@ -127,4 +130,84 @@ fn protect(
         interval,
         minutes,
     }))
+}
+
+/// `--k8s-cost`: a positive 32-bit integer (other pods have 0).
+fn parse_k8s_cost(text: &str) -> Result<i32, String> {
+    let t = text.trim();
+    match t.parse::<i32>() {
+        Ok(n) if n > 0 && t.bytes().all(|b| b.is_ascii_digit()) => Ok(n),
+        _ => Err("expected a whole number, 1-2147483647".into()),
+    }
+}
+
+/// `--k8s-protect`'s settings when it is on. Its cost and list are checked
+/// whether or not it is. It cannot go with `--ecs-protect`: a container
+/// runs on one platform, and one back-end acts on busy and idle.
+pub(super) fn k8s(
+    env: &Env<'_>,
+    can_say_busy: bool,
+    ecs_protect: bool,
+    notices: &mut Vec<Notice>,
+) -> Result<Option<K8sConfig>, UsageError> {
+    let cost = env.value_or_default(&options::K8S_COST, parse_k8s_cost)?;
+    let managed = env.value_or_default(&options::K8S_ANNOTATIONS, Managed::parse)?;
+    let interval = env.value_or_default(&options::PROTECT_INTERVAL, parse_ecs_interval)?;
+    if !env.flag(&options::K8S_PROTECT)? {
+        return Ok(None);
+    }
+    if cfg!(not(feature = "k8s")) {
+        return Err(UsageError(
+            "--k8s-protect needs the Kubernetes client, and this drainit was built without it (cargo feature k8s)".into(),
+        ));
+    }
+    if ecs_protect {
+        return Err(UsageError(
+            "--k8s-protect and --ecs-protect cannot be used together: choose the platform this container runs on".into(),
+        ));
+    }
+    if !can_say_busy {
+        return Err(UsageError(
+            "--k8s-protect needs --drain-url or --drain-exec to know when the app is busy".into(),
+        ));
+    }
+    let need = |e: String| UsageError(format!("--k8s-protect: {e}"));
+    let (ip, port) = api::api_address(
+        env.get("KUBERNETES_SERVICE_HOST")?.as_deref(),
+        env.get("KUBERNETES_SERVICE_PORT")?.as_deref(),
+    )
+    .map_err(need)?;
+    let pod = api::pod_name(
+        env.get("POD_NAME")?.as_deref(),
+        env.get("HOSTNAME")?.as_deref(),
+    )
+    .map_err(need)?;
+    let namespace = read_namespace().map_err(need)?;
+    let names: Vec<&str> = managed.iter().map(|a| a.name()).collect();
+    notices.push(Notice::Info(format!(
+        "Kubernetes pod protection for {namespace}/{pod} ({}) while the app is busy",
+        names.join(", ")
+    )));
+    Ok(Some(K8sConfig {
+        ip,
+        port,
+        namespace,
+        pod,
+        interval,
+        cost,
+        managed,
+        grace_given: env.setting(&options::GRACE)?.is_some(),
+        grace_max_given: env.setting(&options::GRACE_MAX)?.is_some(),
+    }))
+}
+
+/// The service account's namespace (the file, read once at start).
+#[cfg(feature = "k8s")]
+fn read_namespace() -> Result<String, String> {
+    crate::io::k8s::read_namespace()
+}
+
+#[cfg(not(feature = "k8s"))]
+fn read_namespace() -> Result<String, String> {
+    Err("built without the Kubernetes client".into())
 }

@@ -155,7 +155,7 @@ impl Backend for Protection {
         })
     }
 
-    fn on_answer(&mut self, result: Result<Response, Failure>) {
+    fn on_answer(&mut self, result: Result<Response, Failure>, _: Instant) {
         if let Some((enabled, sent_at)) = self.sent.take() {
             self.on_put(enabled, result, sent_at);
         }

@@ -4,19 +4,22 @@
 //! busy, idle or unknown (`protect_busy`), idle only once it has lasted the
 //! back-end's hold (`Backend::idle_hold`). A platform's back-end turns busy
 //! or idle into its own request and reads the answer: `ecs.rs` (ECS task
-//! scale-in protection). A new platform (Kubernetes pod annotations) is
-//! one module implementing `Backend`, one variant of `Platform` (named
-//! again in `each!`) and one line in `backends`; it may read its platform
-//! once at start (`Backend::start`). One request is out
-//! at a time. Protection ends when the stop begins.
+//! scale-in protection) and `k8s.rs` (the Kubernetes pod annotations). A
+//! new platform is one module implementing `Backend`, one variant of
+//! `Platform` (named again in `each!`) and one line in `backends`; it may
+//! read its platform once at start (`Backend::start`) and set the
+//! deadline from what it read (`Backend::take_grace`). One request is out
+//! at a time. Protection ends when the stop begins: nothing more is sent.
 
 pub mod ecs;
+pub mod k8s;
 
 use std::time::{Duration, Instant};
 
 use crate::core::asks::{Asks, Owner};
 use crate::core::counters::RequestKind;
 use crate::core::event::{Answer, Lane, Token};
+use crate::core::outcome::K8sReport;
 use crate::core::settings::Config;
 use crate::core::timers::{Slots, Timer};
 use crate::proto::http::{Failure, Response, Target};
@@ -48,18 +51,40 @@ pub trait Backend {
     /// says so to the platform, if one is due (only changes and renewals;
     /// never while another is out).
     fn request(&mut self, busy: bool, now: Instant) -> Option<Request>;
-    /// The platform answered the last request.
-    fn on_answer(&mut self, result: Result<Response, Failure>);
+    /// The platform answered the last request, at `now`.
+    fn on_answer(&mut self, result: Result<Response, Failure>, now: Instant);
+    /// A request to send at once after an answer (a retry with a token
+    /// read again), if one is due.
+    fn follow_up(&mut self) -> Option<Request> {
+        None
+    }
+    /// A deadline learnt from the platform since the last call (`stopping`:
+    /// a stop is under way, and keeps its own).
+    fn take_grace(&mut self, _stopping: bool) -> Option<Grace> {
+        None
+    }
+    /// What `/status` and the exit report say of a Kubernetes pod.
+    fn k8s_report(&self) -> Option<K8sReport> {
+        None
+    }
     /// Protection is on, as the platform last accepted.
     fn is_on(&self) -> bool;
     /// A failure worth saying once per `key`.
     fn complain(&mut self, key: &str, message: &str);
 }
 
+/// A `--grace` (and `--grace-max`) the platform set after start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grace {
+    pub grace: Duration,
+    pub grace_max: Option<Duration>,
+}
+
 /// The platforms protection can act on: one variant per back-end
 /// (dispatched without a vtable).
 pub enum Platform {
     Ecs(ecs::Protection),
+    K8s(k8s::Protection),
     /// A back-end for the unit tests of this file.
     #[cfg(test)]
     Test(tests::Held),
@@ -71,6 +96,7 @@ macro_rules! each {
     ($platform:expr, $b:ident => $body:expr) => {
         match $platform {
             Platform::Ecs($b) => $body,
+            Platform::K8s($b) => $body,
             #[cfg(test)]
             Platform::Test($b) => $body,
         }
@@ -80,7 +106,9 @@ macro_rules! each {
 /// The run's protection back-end, if any platform asks for one: one line
 /// per platform.
 fn backends(config: &Config) -> Option<Platform> {
-    ecs::from_config(config).map(Platform::Ecs)
+    ecs::from_config(config)
+        .map(Platform::Ecs)
+        .or_else(|| k8s::from_config(config).map(Platform::K8s))
 }
 
 /// Protection runs: a platform's back-end is configured (the shell starts
@@ -115,6 +143,8 @@ pub struct Protection {
     request: Option<Token>,
     /// Since when every answer said idle (for the back-end's hold).
     idle_since: Option<Instant>,
+    /// The stop began: nothing more is sent.
+    ended: bool,
 }
 
 impl Protection {
@@ -130,6 +160,7 @@ impl Protection {
             round: None,
             request: None,
             idle_since: None,
+            ended: false,
         };
         if let Some(request) = each!(&mut protection.platform, b => b.start()) {
             protection.send(request, asks);
@@ -225,17 +256,37 @@ impl Protection {
         }
     }
 
-    /// The platform answered protection's request.
-    pub fn on_http(&mut self, token: Token, result: Result<Response, Failure>) {
+    /// The platform answered protection's request at `now`: a retry the
+    /// back-end asks for goes out at once (never once the stop began), and
+    /// a deadline it learnt is handed back for the timeline.
+    pub fn on_http(
+        &mut self,
+        now: Instant,
+        token: Token,
+        result: Result<Response, Failure>,
+        stopping: bool,
+        asks: &mut Asks,
+    ) -> Option<Grace> {
         if self.request == Some(token) {
             self.request = None;
         }
-        each!(&mut self.platform, b => b.on_answer(result));
+        each!(&mut self.platform, b => b.on_answer(result, now));
+        let follow = each!(&mut self.platform, b => b.follow_up());
+        if let Some(request) = follow.filter(|_| !self.ended && !stopping) {
+            self.send(request, asks);
+        }
+        each!(&mut self.platform, b => b.take_grace(stopping))
+    }
+
+    /// What `/status` and the exit report say of a Kubernetes pod.
+    pub fn k8s_report(&self) -> Option<K8sReport> {
+        each!(&self.platform, b => b.k8s_report())
     }
 
     /// The stop began (or the child is gone): no poll is due any more, and
     /// none may keep the loop awake.
     pub fn end(&mut self) {
+        self.ended = true;
         self.timers.set(Timer::ProtectPoll, None);
         self.next_poll = None;
         self.round = None;
@@ -274,7 +325,7 @@ mod tests {
             self.said.push(busy);
             None
         }
-        fn on_answer(&mut self, _: Result<Response, Failure>) {}
+        fn on_answer(&mut self, _: Result<Response, Failure>, _: Instant) {}
         fn is_on(&self) -> bool {
             false
         }
@@ -292,6 +343,7 @@ mod tests {
             round: None,
             request: None,
             idle_since: None,
+            ended: false,
         };
         let busy = [Answer::NotReady("busy".into())];
         let no = [Answer::NoAnswer("refused".into())];

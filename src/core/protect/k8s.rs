@@ -1,0 +1,532 @@
+//! The Kubernetes pod annotations, the back-end of `core::protect` for
+//! Kubernetes (`--k8s-protect`): busy sets the managed annotations on
+//! drainit's own pod, idle (after the hold) removes them, each with one
+//! merge `PATCH` of `metadata.annotations` only (`proto::k8s::patch_body`).
+//! At start one `GET` of the pod takes the keys found as drainit's earlier
+//! state and the pod's `terminationGracePeriodSeconds` for the default
+//! `--grace` (`Backend::take_grace`). Only changes are sent; a failure
+//! waits its backoff (a 429 at least its `Retry-After`), a 401 is retried
+//! once at once (the shell reads the token again for every request), and
+//! each failure is said in one line until it changes. The requests go out
+//! through the shell's Kubernetes client (`io::k8s`), named by the pod's
+//! URL (`K8sConfig::pod_url`).
+
+use std::time::{Duration, Instant};
+
+use log::{info, warn};
+
+use crate::core::complaints::Complaints;
+use crate::core::outcome::K8sReport;
+use crate::core::protect::{Backend, Grace, Request};
+use crate::core::settings::{Config, K8sConfig};
+use crate::proto::http::{Failure, Response, Target};
+use crate::proto::k8s::{
+    backoff, carried_retry_after, patch_body, pod_grace, read_pod, verdict, Annotation, Managed,
+    Pod, Verdict,
+};
+use crate::util::time::millis;
+
+/// How long the app must have been idle before the annotations come off:
+/// a worker between two jobs keeps them.
+pub const IDLE_HOLD: Duration = Duration::from_secs(30);
+
+/// The Kubernetes back-end, when `--k8s-protect` is on.
+pub fn from_config(config: &Config) -> Option<Protection> {
+    let k8s = config.k8s.as_ref()?;
+    Some(Protection::new(
+        k8s,
+        config.timeline.grace,
+        config.grace_max,
+    ))
+}
+
+/// The request out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sent {
+    /// The pod's read at start.
+    Read,
+    /// A patch marking the pod busy (true) or idle.
+    Patch(bool),
+}
+
+/// Where the grace that applies came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum GraceFrom {
+    Option,
+    Pod,
+    Default,
+}
+
+/// The pod annotations: set while the app is busy, removed once it is idle.
+#[derive(Debug)]
+pub struct Protection {
+    url: String,
+    namespace: String,
+    pod: String,
+    interval: Duration,
+    cost: i32,
+    managed: Managed,
+    /// What the pod holds, as the API server last said: busy's values
+    /// (true), none of the keys (false), or unknown (None: not read, or
+    /// something else): then the next answer's patch goes out whatever it is.
+    on: Option<bool>,
+    sent: Option<Sent>,
+    /// Failures in a row, and no request before this instant.
+    failures: u32,
+    retry_at: Option<Instant>,
+    /// The request to send again at once (after a 401), once per success.
+    follow: Option<Sent>,
+    retried: bool,
+    /// The last failure said (one line until it changes).
+    said: Option<String>,
+    /// The sources' failures to answer protection's poll, once per kind.
+    sources: Complaints,
+    /// The grace that applies, where it came from, and the pod's period.
+    grace: Option<Duration>,
+    grace_max: Option<Duration>,
+    grace_max_given: bool,
+    grace_from: GraceFrom,
+    period: Option<u64>,
+    /// A grace read from the pod, not yet handed to the timeline.
+    learnt: Option<Grace>,
+}
+
+impl Protection {
+    pub fn new(k8s: &K8sConfig, grace: Option<Duration>, grace_max: Option<Duration>) -> Self {
+        Protection {
+            url: k8s.pod_url(),
+            namespace: k8s.namespace.clone(),
+            pod: k8s.pod.clone(),
+            interval: k8s.interval,
+            cost: k8s.cost,
+            managed: k8s.managed,
+            on: None,
+            sent: None,
+            failures: 0,
+            retry_at: None,
+            follow: None,
+            retried: false,
+            said: None,
+            sources: Complaints::default(),
+            grace,
+            grace_max,
+            grace_max_given: k8s.grace_max_given,
+            grace_from: if k8s.grace_given {
+                GraceFrom::Option
+            } else {
+                GraceFrom::Default
+            },
+            period: None,
+            learnt: None,
+        }
+    }
+
+    fn request_for(&mut self, sent: Sent) -> Request {
+        self.sent = Some(sent);
+        let (method, body) = match sent {
+            Sent::Read => ("GET", None),
+            Sent::Patch(busy) => ("PATCH", Some(patch_body(self.managed, busy, self.cost))),
+        };
+        Request {
+            target: Target {
+                method: method.into(),
+                url: self.url.clone(),
+            },
+            body,
+        }
+    }
+
+    /// What the pod holds of the managed keys: busy's values, none, or
+    /// something else (unknown: the next patch goes out either way).
+    fn holds(&self, pod: &Pod) -> Option<bool> {
+        if !pod.holds(self.managed) {
+            return Some(false);
+        }
+        let cost = self.cost.to_string();
+        let busy = self.managed.iter().all(|a| {
+            let want = match a {
+                Annotation::Cost => cost.as_str(),
+                Annotation::SafeToEvict => "false",
+                Annotation::DoNotDisrupt => "true",
+            };
+            pod.annotations[a as usize].as_deref() == Some(want)
+        });
+        busy.then_some(true)
+    }
+
+    /// The pod as read at start: its keys are drainit's earlier state, its
+    /// period sets the default grace or checks the one given.
+    fn read(&mut self, body: &[u8]) {
+        let pod = match read_pod(body) {
+            Ok(pod) => pod,
+            Err(e) => return self.say("unreadable", &format!("the pod's read: {e}")),
+        };
+        self.on = self.holds(&pod);
+        if pod.holds(self.managed) {
+            info!(
+                "pod {}/{} holds drainit's annotations from an earlier run: the first idle answer removes them",
+                self.namespace, self.pod
+            );
+        }
+        let Some(period) = pod.grace_seconds else {
+            return;
+        };
+        self.period = Some(period);
+        let kill = Duration::from_secs(period);
+        match self.grace_from {
+            GraceFrom::Option if self.grace.map_or(true, |g| g >= kill) => warn!(
+                "--grace {} is not below the pod's terminationGracePeriodSeconds ({period} s): the kubelet will kill the container first, and the exit report will be lost",
+                self.grace
+                    .map_or("none".to_string(), |g| format!("{} ms", millis(g)))
+            ),
+            GraceFrom::Option => {}
+            _ => {
+                let grace = pod_grace(period);
+                let grace_max = match self.grace_max_given {
+                    true => self.grace_max.map(|m| m.max(grace)),
+                    false => Some(grace),
+                };
+                self.learnt = Some(Grace { grace, grace_max });
+            }
+        }
+    }
+
+    /// A failure: said once until a different one comes, then no request
+    /// before the backoff (at least `after`).
+    fn failed(&mut self, now: Instant, key: &str, message: &str, after: Option<Duration>) {
+        self.failures = self.failures.saturating_add(1);
+        let wait = backoff(self.failures).max(after.unwrap_or_default());
+        self.retry_at = Some(now + wait);
+        self.say(key, message);
+    }
+
+    fn say(&mut self, key: &str, message: &str) {
+        if self.said.as_deref() != Some(key) {
+            warn!(
+                "Kubernetes pod protection: {message} (said once until it changes; retried with backoff)"
+            );
+            self.said = Some(key.to_string());
+        }
+    }
+
+    fn applied(&mut self, sent: Option<Sent>, body: &[u8]) {
+        self.failures = 0;
+        self.retry_at = None;
+        self.retried = false;
+        if self.said.take().is_some() {
+            info!("Kubernetes pod protection: the API server accepts drainit's requests again");
+        }
+        match sent {
+            Some(Sent::Read) => self.read(body),
+            Some(Sent::Patch(busy)) => {
+                self.on = Some(busy);
+                match busy {
+                    true => info!(
+                        "pod {}/{} protected: the app is busy",
+                        self.namespace, self.pod
+                    ),
+                    false => info!(
+                        "pod {}/{} unprotected: the app is idle",
+                        self.namespace, self.pod
+                    ),
+                }
+            }
+            None => {}
+        }
+    }
+}
+
+impl Backend for Protection {
+    fn interval(&self) -> Duration {
+        self.interval
+    }
+
+    fn idle_hold(&self) -> Duration {
+        IDLE_HOLD
+    }
+
+    fn start(&mut self) -> Option<Request> {
+        Some(self.request_for(Sent::Read))
+    }
+
+    fn request(&mut self, busy: bool, now: Instant) -> Option<Request> {
+        if self.sent.is_some() || self.retry_at.is_some_and(|at| now < at) {
+            return None;
+        }
+        if self.on == Some(busy) {
+            return None; // it would change nothing
+        }
+        Some(self.request_for(Sent::Patch(busy)))
+    }
+
+    fn on_answer(&mut self, result: Result<Response, Failure>, now: Instant) {
+        let sent = self.sent.take();
+        let response = match result {
+            Ok(response) => response,
+            Err(failure) => {
+                return self.failed(now, failure.kind(), &failure.to_string(), None);
+            }
+        };
+        let status = response.status;
+        match verdict(&response, carried_retry_after(&response)) {
+            Verdict::Applied => self.applied(sent, &response.body),
+            Verdict::Unauthenticated if !self.retried => {
+                // The token is read again for every request: retry at once.
+                self.retried = true;
+                self.follow = sent;
+                self.say("401", "401: the token was refused; reading it again");
+            }
+            Verdict::Unauthenticated => {
+                self.failed(now, "401", "401: the token was refused again", None)
+            }
+            Verdict::Forbidden(message) => self.failed(
+                now,
+                "403",
+                &format!(
+                    "403 Forbidden: the pod's service account needs get and patch on pods in namespace {} (a Role and a RoleBinding), or an admission policy refused: {message}",
+                    self.namespace
+                ),
+                None,
+            ),
+            Verdict::NoSuchPod => self.failed(
+                now,
+                "404",
+                &format!(
+                    "404: no pod {} in namespace {} (a wrong POD_NAME?)",
+                    self.pod, self.namespace
+                ),
+                None,
+            ),
+            Verdict::Retry { after } => {
+                let key = if status == 429 { "429" } else { "retry" };
+                self.failed(now, key, &format!("HTTP {status}: retrying"), after)
+            }
+            Verdict::Refused(code, message) => self.failed(
+                now,
+                "refused",
+                &format!("{code}: the API server refused the change: {message}"),
+                None,
+            ),
+            Verdict::Unexpected(code) => self.failed(
+                now,
+                "unexpected",
+                &format!("unexpected HTTP {code}"),
+                None,
+            ),
+        }
+    }
+
+    fn follow_up(&mut self) -> Option<Request> {
+        let sent = self.follow.take()?;
+        Some(self.request_for(sent))
+    }
+
+    fn take_grace(&mut self, stopping: bool) -> Option<Grace> {
+        let learnt = self.learnt.take()?;
+        let period = self.period.unwrap_or_default();
+        if stopping {
+            info!(
+                "the pod's terminationGracePeriodSeconds ({period} s) came after the stop began: this stop keeps its deadline"
+            );
+            return None;
+        }
+        info!(
+            "--grace {} ms from the pod's terminationGracePeriodSeconds ({period} s), less a margin of 10 % or 2 s",
+            millis(learnt.grace)
+        );
+        self.grace = Some(learnt.grace);
+        self.grace_max = learnt.grace_max;
+        self.grace_from = GraceFrom::Pod;
+        Some(learnt)
+    }
+
+    fn k8s_report(&self) -> Option<K8sReport> {
+        Some(K8sReport {
+            pod: self.pod.clone(),
+            namespace: self.namespace.clone(),
+            protected: self.is_on(),
+            grace_ms: self.grace.map(millis),
+            grace_from: match self.grace_from {
+                GraceFrom::Option => "option",
+                GraceFrom::Pod => "pod",
+                GraceFrom::Default => "default",
+            },
+            termination_grace_period_seconds: self.period,
+        })
+    }
+
+    fn is_on(&self) -> bool {
+        self.on == Some(true)
+    }
+
+    fn complain(&mut self, key: &str, message: &str) {
+        // A source that did not answer protection's poll.
+        self.sources.once(key, "pod protection", message);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(grace_given: bool) -> K8sConfig {
+        K8sConfig {
+            ip: "10.96.0.1".parse().unwrap(),
+            port: 443,
+            namespace: "jobs".into(),
+            pod: "worker-1".into(),
+            interval: Duration::from_secs(10),
+            cost: 1000,
+            managed: Managed::ALL,
+            grace_given,
+            grace_max_given: false,
+        }
+    }
+
+    fn ok(body: &str) -> Result<Response, Failure> {
+        Ok(Response {
+            status: 200,
+            content_type: None,
+            body: body.as_bytes().to_vec(),
+        })
+    }
+
+    fn status(status: u16) -> Result<Response, Failure> {
+        Ok(Response {
+            status,
+            content_type: None,
+            body: br#"{"kind":"Status","message":"no"}"#.to_vec(),
+        })
+    }
+
+    const BUSY_POD: &str = r#"{"metadata":{"annotations":{"controller.kubernetes.io/pod-deletion-cost":"1000","cluster-autoscaler.kubernetes.io/safe-to-evict":"false","karpenter.sh/do-not-disrupt":"true"}},"spec":{"terminationGracePeriodSeconds":60}}"#;
+
+    #[test]
+    fn start_reads_the_pod_and_only_changes_are_sent() {
+        let t0 = Instant::now();
+        let mut p = Protection::new(&config(false), Some(Duration::from_secs(25)), None);
+        let read = p.start().unwrap();
+        assert_eq!(read.target.method, "GET");
+        assert_eq!(
+            read.target.url,
+            "https://10.96.0.1:443/api/v1/namespaces/jobs/pods/worker-1"
+        );
+        assert_eq!(p.request(true, t0), None, "the read is out");
+        p.on_answer(ok(r#"{"spec":{"terminationGracePeriodSeconds":30}}"#), t0);
+        assert_eq!(p.on, Some(false));
+        assert_eq!(p.request(false, t0), None, "idle and clean: nothing");
+        let busy = p.request(true, t0).unwrap();
+        assert_eq!(busy.target.method, "PATCH");
+        assert_eq!(busy.body.unwrap(), patch_body(Managed::ALL, true, 1000));
+        assert_eq!(p.request(false, t0), None, "one request out");
+        p.on_answer(ok("{}"), t0);
+        assert!(p.is_on());
+        assert_eq!(p.request(true, t0), None, "busy and on: nothing");
+        let idle = p.request(false, t0).unwrap();
+        assert_eq!(idle.body.unwrap(), patch_body(Managed::ALL, false, 1000));
+        p.on_answer(ok("{}"), t0);
+        assert!(!p.is_on());
+    }
+
+    #[test]
+    fn keys_found_at_start_are_cleared_by_the_first_idle_answer() {
+        let t0 = Instant::now();
+        let mut p = Protection::new(&config(false), None, None);
+        p.start();
+        p.on_answer(ok(BUSY_POD), t0);
+        assert!(p.is_on());
+        assert_eq!(p.request(true, t0), None, "busy already: nothing");
+        assert!(p.request(false, t0).is_some(), "idle clears them");
+        // Other values than busy's (someone else's cost): unknown, so a
+        // busy answer sets them and an idle one clears them.
+        let mut q = Protection::new(&config(false), None, None);
+        q.start();
+        q.on_answer(
+            ok(r#"{"metadata":{"annotations":{"karpenter.sh/do-not-disrupt":"false"}}}"#),
+            t0,
+        );
+        assert_eq!(q.on, None);
+        assert!(q.request(true, t0).is_some());
+    }
+
+    #[test]
+    fn a_failed_read_leaves_the_state_unknown_and_the_grace_as_it_was() {
+        let t0 = Instant::now();
+        let mut p = Protection::new(&config(false), Some(Duration::from_secs(25)), None);
+        p.start();
+        p.on_answer(
+            Err(Failure::new(crate::proto::http::Kind::Timeout, "t")),
+            t0,
+        );
+        assert_eq!(p.take_grace(false), None);
+        assert_eq!(p.k8s_report().unwrap().grace_from, "default");
+        assert_eq!(p.request(false, t0), None, "backoff");
+        assert!(p.request(false, t0 + Duration::from_secs(1)).is_some());
+    }
+
+    #[test]
+    fn the_grace_comes_from_the_pod_unless_given() {
+        let t0 = Instant::now();
+        let mut p = Protection::new(&config(false), Some(Duration::from_secs(25)), None);
+        p.start();
+        p.on_answer(ok(BUSY_POD), t0);
+        let grace = p.take_grace(false).unwrap();
+        assert_eq!(grace.grace, Duration::from_secs(54));
+        assert_eq!(grace.grace_max, Some(Duration::from_secs(54)));
+        let report = p.k8s_report().unwrap();
+        assert_eq!(
+            (
+                report.grace_from,
+                report.grace_ms,
+                report.termination_grace_period_seconds
+            ),
+            ("pod", Some(54_000), Some(60))
+        );
+        assert_eq!(p.take_grace(false), None, "once");
+        // Too late for a stop under way.
+        let mut late = Protection::new(&config(false), Some(Duration::from_secs(25)), None);
+        late.start();
+        late.on_answer(ok(BUSY_POD), t0);
+        assert_eq!(late.take_grace(true), None);
+        assert_eq!(late.k8s_report().unwrap().grace_from, "default");
+        // Given: checked, never changed.
+        let mut given = Protection::new(&config(true), Some(Duration::from_secs(90)), None);
+        given.start();
+        given.on_answer(ok(BUSY_POD), t0);
+        assert_eq!(given.take_grace(false), None);
+        assert_eq!(given.k8s_report().unwrap().grace_from, "option");
+    }
+
+    #[test]
+    fn answers_wait_their_backoff_and_a_401_is_retried_once_at_once() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let mut p = Protection::new(&config(false), None, None);
+        p.start();
+        p.on_answer(ok("{}"), t0);
+        p.request(true, t0).unwrap();
+        p.on_answer(status(401), t0);
+        let again = p.follow_up().unwrap();
+        assert_eq!(again.target.method, "PATCH");
+        p.on_answer(status(401), t0);
+        assert_eq!(p.follow_up(), None, "once");
+        assert_eq!(p.request(true, t0), None, "backoff after the second 401");
+        assert!(p.request(true, t0 + s(1)).is_some());
+        // 429 waits at least its Retry-After.
+        let mut answer = status(429).unwrap();
+        answer = crate::proto::k8s::with_retry_after(answer, Some(s(20)));
+        p.on_answer(Ok(answer), t0);
+        assert_eq!(p.request(true, t0 + s(19)), None);
+        assert!(p.request(true, t0 + s(20)).is_some());
+        // 403, 404, 422, 5xx: backoff, doubling.
+        for code in [403, 404, 422, 500, 409] {
+            p.on_answer(status(code), t0);
+            assert!(!p.is_on(), "{code}");
+            assert_eq!(p.request(true, t0), None, "{code}");
+            assert!(p.request(true, t0 + s(61)).is_some(), "{code}");
+        }
+        p.on_answer(ok("{}"), t0);
+        assert!(p.is_on());
+        assert_eq!((p.failures, p.retry_at), (0, None));
+    }
+}

@@ -1,0 +1,642 @@
+//! `--k8s-protect` end to end: drainit as PID 1 of its own PID namespace
+//! (and of a mount namespace in which a test directory is the pod's
+//! service-account directory at its standard path), the app's drain
+//! endpoint a real HTTP server the test controls (`support::server`), and
+//! the API server the faithful fake (`tests/support/k8s_api.py`, HTTPS
+//! with a CA made at start). Covered: busy, idle after the hold, busy
+//! again; annotations found at start cleared by the first idle answer; no
+//! request during a stop; the token rotated between requests; the grace
+//! from `terminationGracePeriodSeconds` and the warning for one at or above
+//! it; a hostile API server with drainit's memory and the deadline
+//! measured; both libc builds; no request and no TLS without the option;
+//! the build without the `k8s` feature.
+//!
+//! The idle hold is 30 s in the shipped binary and here (no test-only
+//! knob): the tests that wait for it run side by side.
+
+#![cfg(feature = "k8s")]
+
+mod support;
+
+use std::fs;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::server::{json, Server};
+use support::*;
+
+const POD: &str = "worker-7d9f-x2";
+const COST: &str = "controller.kubernetes.io/pod-deletion-cost";
+const EVICT: &str = "cluster-autoscaler.kubernetes.io/safe-to-evict";
+const DISRUPT: &str = "karpenter.sh/do-not-disrupt";
+/// The idle hold (`core::protect::k8s::IDLE_HOLD`).
+const HOLD: Duration = Duration::from_secs(30);
+
+/// An app that ignores SIGTERM (so only the deadline ends it) and says
+/// when it runs.
+const STUBBORN: &str =
+    "trap 'echo TERM >> \"$D/term\"' TERM; touch \"$D/ready\"; while :; do sleep 0.05; done";
+
+/// The fake API server, killed on drop.
+struct Api {
+    child: Child,
+    dir: Scratch,
+    port: u16,
+}
+
+impl Drop for Api {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Api {
+    fn start(args: &[&str]) -> Api {
+        let dir = Scratch::new("k8s-api");
+        let child = Command::new("python3")
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/support/k8s_api.py"
+            ))
+            .arg("--dir")
+            .arg(&dir.path)
+            .args(["--tokens", "token-1,token-2", "--pod", POD])
+            .args(args)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("python3 runs the fake API server");
+        let port = dir.wait_file("port").trim().parse().unwrap();
+        Api { child, dir, port }
+    }
+
+    /// Every request it has answered or held, in order.
+    fn requests(&self) -> Vec<Value> {
+        fs::read_to_string(self.dir.file("requests.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|v| v.get("method").is_some())
+            .collect()
+    }
+
+    fn patches(&self) -> Vec<Value> {
+        self.requests()
+            .into_iter()
+            .filter(|r| r["method"] == "PATCH")
+            .collect()
+    }
+
+    /// Waits until the pod's annotations, as the server holds them, are
+    /// `want` (the server writes its copy of the pod just after it
+    /// records the request, and not atomically).
+    fn wait_annotations(&self, want: &Value) {
+        wait_for(&format!("the pod's annotations {want}"), PATIENCE, || {
+            let text = fs::read_to_string(self.dir.file("pod.json")).ok()?;
+            let pod: Value = serde_json::from_str(&text).ok()?;
+            (pod["metadata"]["annotations"] == *want).then_some(())
+        });
+    }
+
+    /// A service-account directory for this server: its CA, `token-1`,
+    /// namespace `jobs`.
+    fn service_account(&self, scratch: &Scratch) -> PathBuf {
+        let sa = scratch.file("serviceaccount");
+        fs::create_dir_all(&sa).unwrap();
+        fs::copy(self.dir.file("ca.crt"), sa.join("ca.crt")).unwrap();
+        fs::write(sa.join("token"), "token-1\n").unwrap();
+        fs::write(sa.join("namespace"), "jobs").unwrap();
+        sa
+    }
+}
+
+/// The app's drain endpoint: busy (not ready) while `busy` is set.
+fn drain_endpoint(busy: &Arc<AtomicBool>) -> Server {
+    let busy = Arc::clone(busy);
+    Server::start(move |_, _| {
+        json(
+            200,
+            &format!(
+                "{{\"readyForTermination\":{}}}",
+                !busy.load(Ordering::SeqCst)
+            ),
+        )
+    })
+}
+
+/// drainit in a pod: the service variables, `POD_NAME`, the directory
+/// `sa` at the service-account path; `--k8s-protect` with the drain URL,
+/// polled every second, and `flags`; the app `STUBBORN`.
+fn in_pod(api: &Api, sa: &std::path::Path, drain: &Server, flags: &[&str], s: &Scratch) -> Launch {
+    let mut args = vec![
+        "--k8s-protect".to_string(),
+        "--drain-url".into(),
+        drain.url("/drain"),
+        "--protect-interval".into(),
+        "1s".into(),
+    ];
+    args.extend(flags.iter().map(|f| f.to_string()));
+    drainit(args)
+        .with_args(sh(s, STUBBORN))
+        .env("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+        .env("KUBERNETES_SERVICE_PORT", &api.port.to_string())
+        .env("POD_NAME", POD)
+        .before_exec(service_account_at(sa))
+}
+
+fn busy_annotations() -> Value {
+    serde_json::json!({COST: "1000", EVICT: "false", DISRUPT: "true"})
+}
+
+fn body_of(request: &Value) -> Value {
+    serde_json::from_str(request["body"].as_str().unwrap()).unwrap()
+}
+
+fn drain_polls(server: &Server) -> usize {
+    server.seen().iter().filter(|s| s.path == "/drain").count()
+}
+
+/// Waits for the `n`th patch and returns when the test saw it.
+fn wait_patches(api: &Api, n: usize, timeout: Duration) -> Instant {
+    wait_for(&format!("patch number {n}"), timeout, || {
+        (api.patches().len() >= n).then_some(())
+    });
+    Instant::now()
+}
+
+#[test]
+fn busy_then_idle_after_the_hold_then_busy_again() {
+    let api = Api::start(&[]);
+    let s = Scratch::new("k8s-cycle");
+    let sa = api.service_account(&s);
+    let busy = Arc::new(AtomicBool::new(true));
+    let drain = drain_endpoint(&busy);
+    let mut d = in_pod(&api, &sa, &drain, &[], &s).start();
+    s.wait_file("ready");
+
+    // Busy: one patch sets the three annotations, nothing else.
+    wait_patches(&api, 1, PATIENCE);
+    let first = &api.patches()[0];
+    assert_eq!(
+        first["headers"]["content-type"],
+        "application/merge-patch+json"
+    );
+    assert_eq!(
+        body_of(first),
+        serde_json::json!({"metadata": {"annotations": busy_annotations()}})
+    );
+    api.wait_annotations(&busy_annotations());
+    assert_eq!(api.requests()[0]["method"], "GET", "the pod read first");
+
+    // Busy and protected: nothing more over several polls.
+    let polls = drain_polls(&drain);
+    wait_for("three more polls", PATIENCE, || {
+        (drain_polls(&drain) >= polls + 3).then_some(())
+    });
+    assert_eq!(api.patches().len(), 1, "a patch that changes nothing");
+
+    // Idle: the annotations come off only after the hold.
+    busy.store(false, Ordering::SeqCst);
+    let idle_at = Instant::now();
+    let off_at = wait_patches(&api, 2, HOLD + PATIENCE);
+    let held = off_at.duration_since(idle_at);
+    assert!(held >= HOLD, "removed after {held:?}, before the hold");
+    assert_eq!(
+        body_of(&api.patches()[1]),
+        serde_json::json!({"metadata": {"annotations": {COST: null, EVICT: null, DISRUPT: null}}})
+    );
+    api.wait_annotations(&Value::Null);
+
+    // Busy again: at once.
+    busy.store(true, Ordering::SeqCst);
+    wait_patches(&api, 3, PATIENCE);
+    api.wait_annotations(&busy_annotations());
+    assert_eq!(api.patches().len(), 3);
+    d.signal(libc::SIGTERM);
+    busy.store(false, Ordering::SeqCst);
+    assert_eq!(d.wait_code(), 0, "drained once idle");
+    assert_eq!(api.patches().len(), 3, "nothing sent during the stop");
+}
+
+#[test]
+fn annotations_found_at_start_are_cleared_by_the_first_idle_answer() {
+    // An earlier run (before a container restart) left them.
+    let left = busy_annotations().to_string();
+    let api = Api::start(&["--annotations", &left]);
+    let s = Scratch::new("k8s-restart");
+    let sa = api.service_account(&s);
+    let busy = Arc::new(AtomicBool::new(false));
+    let drain = drain_endpoint(&busy);
+    let started = Instant::now();
+    let mut d = in_pod(&api, &sa, &drain, &[], &s).start();
+    s.wait_file("ready");
+    let cleared_at = wait_patches(&api, 1, HOLD + PATIENCE);
+    assert!(cleared_at.duration_since(started) >= HOLD);
+    api.wait_annotations(&Value::Null);
+    assert_eq!(
+        body_of(&api.patches()[0]),
+        serde_json::json!({"metadata": {"annotations": {COST: null, EVICT: null, DISRUPT: null}}})
+    );
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_code(), 0, "an idle app: drained");
+}
+
+#[test]
+fn keys_found_at_start_while_busy_are_not_sent_again() {
+    let left = busy_annotations().to_string();
+    let api = Api::start(&["--annotations", &left]);
+    let s = Scratch::new("k8s-restart-busy");
+    let sa = api.service_account(&s);
+    let busy = Arc::new(AtomicBool::new(true));
+    let drain = drain_endpoint(&busy);
+    let mut d = in_pod(&api, &sa, &drain, &["--grace", "2s"], &s).start();
+    s.wait_file("ready");
+    wait_for("the pod read", PATIENCE, || {
+        (!api.requests().is_empty()).then_some(())
+    });
+    let polls = drain_polls(&drain);
+    wait_for("three polls after the read", PATIENCE, || {
+        (drain_polls(&drain) >= polls + 3).then_some(())
+    });
+    assert_eq!(
+        api.patches().len(),
+        0,
+        "the pod already holds busy's values"
+    );
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_code(), 124);
+}
+
+#[test]
+fn nothing_is_written_during_a_stop() {
+    let api = Api::start(&[]);
+    let s = Scratch::new("k8s-stop");
+    let sa = api.service_account(&s);
+    let busy = Arc::new(AtomicBool::new(false));
+    let drain = drain_endpoint(&busy);
+    let mut d = in_pod(&api, &sa, &drain, &["--grace", "4s"], &s).start();
+    s.wait_file("ready");
+    wait_for("the pod read", PATIENCE, || {
+        (!api.requests().is_empty()).then_some(())
+    });
+    // Idle and clean: nothing to send. The stop begins and the app turns
+    // busy: protection would patch now, but a stopping pod sends nothing.
+    d.signal(libc::SIGTERM);
+    busy.store(true, Ordering::SeqCst);
+    s.wait_file("term");
+    let polls = drain_polls(&drain);
+    assert_eq!(d.wait_code(), 124, "busy to the deadline");
+    assert!(
+        drain_polls(&drain) >= polls + 2,
+        "the app was asked during the stop"
+    );
+    assert_eq!(api.patches().len(), 0, "{:?}", api.requests());
+    assert_eq!(api.requests().len(), 1, "only the read at start");
+}
+
+#[test]
+fn the_token_is_read_again_for_every_request() {
+    let api = Api::start(&[]);
+    let s = Scratch::new("k8s-token");
+    let sa = api.service_account(&s);
+    let busy = Arc::new(AtomicBool::new(false));
+    let drain = drain_endpoint(&busy);
+    let mut d = in_pod(&api, &sa, &drain, &["--grace", "2s"], &s).start();
+    s.wait_file("ready");
+    wait_for("the pod read", PATIENCE, || {
+        (!api.requests().is_empty()).then_some(())
+    });
+    assert_eq!(
+        api.requests()[0]["headers"]["authorization"],
+        "Bearer token-1"
+    );
+    // The kubelet rotates the projected token: the next request carries
+    // the new one.
+    fs::write(sa.join("token.tmp"), "token-2\n").unwrap();
+    fs::rename(sa.join("token.tmp"), sa.join("token")).unwrap();
+    busy.store(true, Ordering::SeqCst);
+    wait_patches(&api, 1, PATIENCE);
+    assert_eq!(
+        api.patches()[0]["headers"]["authorization"],
+        "Bearer token-2"
+    );
+    api.wait_annotations(&busy_annotations());
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_code(), 124);
+}
+
+/// GET /status from drainit's listener.
+fn status(addr: &str) -> Option<Value> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).ok()?;
+    stream.set_read_timeout(Some(PATIENCE)).ok()?;
+    write!(stream, "GET /status HTTP/1.1\r\nHost: x\r\n\r\n").ok()?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).ok()?;
+    serde_json::from_str(text.split("\r\n\r\n").nth(1)?).ok()
+}
+
+fn free_addr() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().to_string()
+}
+
+#[test]
+fn the_grace_comes_from_the_pod() {
+    let api = Api::start(&["--grace", "10"]);
+    let s = Scratch::new("k8s-grace");
+    let sa = api.service_account(&s);
+    let busy = Arc::new(AtomicBool::new(true));
+    let drain = drain_endpoint(&busy);
+    let addr = free_addr();
+    let report = s.file("report.json");
+    let flags = ["--serve", &addr, "--exit-report", path_str(&report)];
+    let mut d = in_pod(&api, &sa, &drain, &flags, &s).start();
+    s.wait_file("ready");
+    let k8s = wait_for("the pod's grace in /status", PATIENCE, || {
+        let k8s = status(&addr)?["kubernetes"].clone();
+        (k8s["grace_from"] == "pod").then_some(k8s)
+    });
+    assert_eq!(k8s["pod"], POD);
+    assert_eq!(k8s["namespace"], "jobs");
+    assert_eq!(k8s["termination_grace_period_seconds"], 10);
+    assert_eq!(k8s["grace_ms"], 8000, "10 s less 2 s");
+    wait_for("protected", PATIENCE, || {
+        (status(&addr)?["kubernetes"]["protected"] == true).then_some(())
+    });
+    let metrics = {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(&addr).unwrap();
+        write!(stream, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut text = String::new();
+        stream.read_to_string(&mut text).unwrap();
+        text
+    };
+    assert!(metrics.contains("\ndrainit_k8s_protected 1\n"), "{metrics}");
+    assert!(
+        metrics.contains("\ndrainit_k8s_requests_total{result=\"2xx\"} 2\n"),
+        "{metrics}"
+    );
+    assert!(!metrics.contains("drainit_ecs_task_protected"), "{metrics}");
+
+    let stop = Instant::now();
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_code(), 124);
+    let took = stop.elapsed();
+    assert!(
+        took >= Duration::from_millis(7900) && took < Duration::from_secs(10),
+        "the deadline of 8 s (not the 25 s default) ended it after {took:?}"
+    );
+    let report: Value = serde_json::from_str(&fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(report["deadline_ms"], 8000);
+    assert_eq!(report["kubernetes"]["grace_from"], "pod");
+    assert_eq!(report["kubernetes"]["protected"], true);
+    assert_eq!(report["kubernetes"]["pod"], POD);
+}
+
+#[test]
+fn a_refused_token_is_read_again_and_retried_at_once() {
+    let api = Api::start(&["--grace", "10", "--statuses", "401"]);
+    let s = Scratch::new("k8s-401");
+    let sa = api.service_account(&s);
+    let busy = Arc::new(AtomicBool::new(false));
+    let drain = drain_endpoint(&busy);
+    let addr = free_addr();
+    let mut d = in_pod(&api, &sa, &drain, &["--serve", &addr], &s).start();
+    s.wait_file("ready");
+    // The read refused, then read again at once: a read, where a later
+    // poll would have sent the idle patch of a pod drainit knows nothing
+    // of. The pod's grace applies.
+    wait_for("the pod's grace after a 401", PATIENCE, || {
+        (status(&addr)?["kubernetes"]["grace_from"] == "pod").then_some(())
+    });
+    let requests = api.requests();
+    let seen: Vec<(&str, &Value)> = requests
+        .iter()
+        .map(|r| (r["method"].as_str().unwrap(), &r["status"]))
+        .collect();
+    assert_eq!(
+        seen,
+        [("GET", &Value::from(401)), ("GET", &Value::from(200))]
+    );
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_code(), 0, "an idle app: drained");
+}
+
+#[test]
+fn a_grace_at_or_above_the_pods_is_a_warning() {
+    let api = Api::start(&["--grace", "10"]);
+    let s = Scratch::new("k8s-grace-warn");
+    let sa = api.service_account(&s);
+    let busy = Arc::new(AtomicBool::new(true));
+    let drain = drain_endpoint(&busy);
+    let report = s.file("report.json");
+    let flags = ["--grace", "10s", "--exit-report", path_str(&report)];
+    let mut d = in_pod(&api, &sa, &drain, &flags, &s).start();
+    s.wait_file("ready");
+    wait_for("the pod read", PATIENCE, || {
+        (!api.requests().is_empty()).then_some(())
+    });
+    let warning = wait_for("the warning", PATIENCE, || {
+        let stderr = d.stderr();
+        stderr
+            .lines()
+            .find(|l| l.contains("terminationGracePeriodSeconds"))
+            .map(str::to_string)
+    });
+    assert!(warning.contains("WARN"), "{warning}");
+    assert!(warning.contains("kubelet will kill"), "{warning}");
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_code(), 124);
+    let report: Value = serde_json::from_str(&fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(report["deadline_ms"], 10_000, "the grace given stays");
+    assert_eq!(report["kubernetes"]["grace_from"], "option");
+    assert_eq!(report["kubernetes"]["termination_grace_period_seconds"], 10);
+}
+
+/// drainit's peak memory (VmHWM, kB), as PID 1 of its namespace.
+fn peak_kb(d: &Drainit) -> u64 {
+    status_field(d.pid(), "VmHWM")
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .expect("VmHWM")
+}
+
+#[test]
+fn a_hostile_api_server_costs_no_memory_and_delays_nothing() {
+    for mode in ["endless", "dribble", "silent"] {
+        let api = Api::start(&["--mode", mode]);
+        let s = Scratch::new("k8s-hostile");
+        let sa = api.service_account(&s);
+        let busy = Arc::new(AtomicBool::new(true));
+        let drain = drain_endpoint(&busy);
+        let started = Instant::now();
+        let mut d = in_pod(&api, &sa, &drain, &["--grace", "2s"], &s).start();
+        // The app does not wait for the pod's read.
+        s.wait_file("ready");
+        assert!(
+            started.elapsed() < Duration::from_secs(4),
+            "{mode}: the app started after {:?}",
+            started.elapsed()
+        );
+        // Let the hostile answers run: the read, then the patches of a busy
+        // app, each cut by the client's bounds.
+        wait_for(&format!("{mode}: two requests"), PATIENCE, || {
+            (api.requests().len() >= 2).then_some(())
+        });
+        let peak = peak_kb(&d);
+        assert!(peak < 16 * 1024, "{mode}: peak {peak} kB");
+        let stop = Instant::now();
+        d.signal(libc::SIGTERM);
+        assert_eq!(d.wait_code(), 124, "{mode}: {}", d.stderr());
+        let took = stop.elapsed();
+        assert!(
+            took >= Duration::from_millis(1900) && took < Duration::from_secs(4),
+            "{mode}: the 2 s deadline held after {took:?}"
+        );
+        assert_eq!(api.patches().len(), api.requests().len() - 1, "{mode}");
+    }
+}
+
+#[test]
+fn an_api_that_refuses_never_delays_the_stop() {
+    // 403 to everything: one warning naming the RBAC, the app runs, the
+    // stop ends at its deadline.
+    let statuses = vec!["403"; 50].join(",");
+    let api = Api::start(&["--statuses", &statuses]);
+    let s = Scratch::new("k8s-403");
+    let sa = api.service_account(&s);
+    let busy = Arc::new(AtomicBool::new(true));
+    let drain = drain_endpoint(&busy);
+    let mut d = in_pod(&api, &sa, &drain, &["--grace", "2s"], &s).start();
+    s.wait_file("ready");
+    wait_for("a retried patch", PATIENCE, || {
+        (api.patches().len() >= 2).then_some(())
+    });
+    let stderr = d.stderr();
+    let said: Vec<&str> = stderr.lines().filter(|l| l.contains("403")).collect();
+    assert_eq!(said.len(), 1, "one line until it changes: {stderr}");
+    assert!(said[0].contains("get and patch on pods"), "{}", said[0]);
+    let stop = Instant::now();
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_code(), 124);
+    assert!(stop.elapsed() < Duration::from_secs(4));
+}
+
+#[test]
+fn both_libc_builds_protect() {
+    for build in [Build::Glibc, Build::Static] {
+        let binary = built(build);
+        let api = Api::start(&["--ca", "p256"]);
+        let s = Scratch::new("k8s-builds");
+        let sa = api.service_account(&s);
+        let busy = Arc::new(AtomicBool::new(true));
+        let drain = drain_endpoint(&busy);
+        let mut d = in_pod(&api, &sa, &drain, &["--grace", "2s"], &s)
+            .binary(&binary)
+            .start();
+        s.wait_file("ready");
+        wait_patches(&api, 1, PATIENCE);
+        api.wait_annotations(&busy_annotations());
+        d.signal(libc::SIGTERM);
+        assert_eq!(d.wait_code(), 124, "{build:?}");
+    }
+}
+
+#[test]
+fn without_the_option_nothing_reaches_the_api_server() {
+    let api = Api::start(&[]);
+    let s = Scratch::new("k8s-off");
+    let sa = api.service_account(&s);
+    let busy = Arc::new(AtomicBool::new(true));
+    let drain = drain_endpoint(&busy);
+    let mut d = drainit(["--drain-url", &drain.url("/drain"), "--grace", "2s"])
+        .with_args(sh(&s, STUBBORN))
+        .env("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+        .env("KUBERNETES_SERVICE_PORT", &api.port.to_string())
+        .env("POD_NAME", POD)
+        .before_exec(service_account_at(&sa))
+        .start();
+    s.wait_file("ready");
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_code(), 124);
+    assert!(drain_polls(&drain) >= 1);
+    assert!(
+        !api.dir.file("requests.jsonl").exists() || api.requests().is_empty(),
+        "{:?}",
+        api.requests()
+    );
+}
+
+#[test]
+fn bad_kubernetes_settings_exit_2() {
+    let drain = ["--drain-url", "http://127.0.0.1:1/d"];
+    let pod = [("KUBERNETES_SERVICE_HOST", "127.0.0.1"), ("POD_NAME", POD)];
+    assert_usage_error(
+        &["--k8s-protect", drain[0], drain[1]],
+        &[],
+        "KUBERNETES_SERVICE_HOST",
+    );
+    assert_usage_error(&["--k8s-protect"], &pod, "--drain-url");
+    // No service account mounted.
+    assert_usage_error(&["--k8s-protect", drain[0], drain[1]], &pod, "namespace");
+    assert_usage_error(
+        &["--k8s-protect", "--ecs-protect", drain[0], drain[1]],
+        &[("ECS_AGENT_URI", "http://127.0.0.1:1/api"), pod[0], pod[1]],
+        "--ecs-protect",
+    );
+    assert_usage_error(&["--k8s-cost", "0"], &[], "--k8s-cost");
+    assert_usage_error(&["--k8s-cost", "2147483648"], &[], "--k8s-cost");
+    assert_usage_error(
+        &["--k8s-annotations", "cost,evict"],
+        &[],
+        "--k8s-annotations",
+    );
+    assert_usage_error(
+        &["--k8s-protect", drain[0], drain[1]],
+        &[
+            ("KUBERNETES_SERVICE_HOST", "kubernetes.default.svc"),
+            pod[1],
+        ],
+        "not an IP address",
+    );
+}
+
+#[test]
+fn the_build_without_the_feature_refuses_the_option() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let target = PathBuf::from(root).join("target").join("no-k8s");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .current_dir(root)
+        .args([
+            "build",
+            "--bin",
+            "drainit",
+            "--no-default-features",
+            "--target-dir",
+        ])
+        .arg(&target)
+        .status()
+        .expect("run cargo");
+    assert!(status.success(), "the build without the k8s feature");
+    let binary = target.join("debug").join("drainit");
+    let (code, stderr) = drainit(["--k8s-protect", "--drain-url", "http://127.0.0.1:1/d"])
+        .with_args(vec!["--".into(), "/bin/true".into()])
+        .binary(path_str(&binary))
+        .env("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+        .env("POD_NAME", POD)
+        .run();
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.starts_with("drainit: "), "{stderr}");
+    assert!(stderr.contains("feature k8s"), "{stderr}");
+    // And it runs everything else.
+    let (code, stderr) = drainit(["--drain-url", "http://127.0.0.1:1/d", "--grace", "1s"])
+        .with_args(vec!["--".into(), "/bin/true".into()])
+        .binary(path_str(&binary))
+        .run();
+    assert_eq!(code, 0, "{stderr}");
+}
