@@ -134,10 +134,11 @@ fn levels(stderr: &str) -> Vec<(String, String)> {
 #[test]
 fn a_drained_stop_logs_no_warning_and_a_refused_endpoint_one() {
     let scratch = Scratch::new("levels");
-    // 404 while busy (three polls), then ready.
+    // 503 while busy (three polls), then ready. (A 404 would be a warning:
+    // the URL looks wrong.)
     let server = Server::start(|_, n| {
         if n < 3 {
-            support::server::Reply::Send(404, "text/plain", "busy".into())
+            support::server::Reply::Send(503, "text/plain", "busy".into())
         } else {
             json(200, r#"{"readyForTermination":true}"#)
         }
