@@ -6,7 +6,7 @@ use super::*;
 use crate::core::event::Note;
 use crate::core::outcome::{Ended, Trigger};
 use crate::core::settings::Cmd;
-use crate::core::settings::{EcsConfig, LogFormat, NotifyConfig, ProtectConfig};
+use crate::core::settings::{EcsConfig, NotifyConfig, ProtectConfig};
 use crate::core::sources as drain;
 use crate::core::timers::Timer;
 use crate::proto::http::Target;
@@ -32,46 +32,20 @@ fn ms(n: u64) -> Duration {
 pub(crate) fn config() -> Config {
     Config {
         program: "app".into(),
-        args: Vec::new(),
-        subreaper: false,
-        pdeathsig: None,
         verbosity: 1,
-        warn_on_reap: false,
-        kill_process_group: false,
-        remap_exit: Vec::new(),
-        rewrite: Vec::new(),
-        log_filter: None,
-        log_format: LogFormat::Text,
         timeline: Settings {
             stop_signals: vec![TERM, libc::SIGINT],
             grace: Some(ms(10_000)),
-            pre_stop_delay: Duration::ZERO,
-            hook: false,
             hook_timeout: ms(1_000),
-            drain: false,
             drain_interval: ms(1_000),
             ready_grace: ms(2_000),
-            orphan_grace: Duration::ZERO,
+            ..Settings::default()
         },
-        stop_hooks: Vec::new(),
-        drain_urls: Vec::new(),
         drain_field: "/readyForTermination".into(),
-        stop_execs: Vec::new(),
-        drain_execs: Vec::new(),
         drain_timeout: ms(5_000),
-        drain_files: Vec::new(),
         deadline_exit_code: 124,
-        exit_report: None,
-        ecs: None,
-        k8s: None,
-        notify: None,
         grace_max: Some(ms(10_000)),
-        notices: Vec::new(),
-        serve: None,
-        ready_url: None,
-        drain_count_field: None,
-        emf: None,
-        compat: Default::default(),
+        ..Config::default()
     }
 }
 

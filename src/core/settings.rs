@@ -10,7 +10,9 @@ use crate::proto::http::Target;
 use crate::proto::k8s::{self, Managed};
 use crate::proto::notify_msg::Access;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// `Default` is for tests: a test builds the `Config` it needs from it, so
+/// a new option's field touches no test that does not use it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Config {
     pub program: OsString,
     pub args: Vec<OsString>,
@@ -90,7 +92,7 @@ pub struct Compat {
 
 /// What the timeline needs from the configuration, as it takes it
 /// (`core::timeline::Settings`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TimelineSettings {
     /// Received signals that begin a stop; the first is the one forwarded
     /// after an ECS-triggered stop.
@@ -176,8 +178,9 @@ impl K8sConfig {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum LogFormat {
+    #[default]
     Text,
     Json,
 }
