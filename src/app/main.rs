@@ -2,7 +2,6 @@
 //! logging and the process, run the supervisor, and map its one `Outcome`
 //! to the exit code. This is the only place drainit's exit status is decided.
 
-use std::net::TcpListener;
 use std::process::ExitCode;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
@@ -20,33 +19,21 @@ const EXIT_FLUSH: std::time::Duration = std::time::Duration::from_millis(100);
 const LICENSE: &str = include_str!("../../LICENSE");
 
 /// The whole program after start-up: parse, validate, supervise, exit.
-///
-/// Split in two functions that are never inlined here, so that this frame
-/// stays small while the supervisor's is on the stack: the stack pages a
-/// run touches once stay dirty for its whole life.
 pub fn main() -> ExitCode {
-    // Before any thread starts: request threads' panics are contained. The
-    // hook is kept for the whole run (see `keep`).
-    crate::io::arena::keeping(crate::io::http::install_panic_hook);
-    match start() {
-        Ok((config, listener)) => ExitCode::from(run(&config, listener)),
-        Err(code) => code,
-    }
-}
-
-/// Everything before the child: the configuration, the exit report's file,
-/// the listener, logging. Or the exit code of a run that ends here.
-#[inline(never)]
-fn start() -> Result<(Box<Config>, Option<TcpListener>), ExitCode> {
+    // Before any thread starts: request threads' panics are contained.
+    crate::io::http::install_panic_hook();
     let name = Name::of(std::env::args_os().next().as_deref());
     let usage_error = ExitCode::from(name.usage_error_code());
-    let config = keep(configure(name)?);
+    let config = match configure(name) {
+        Ok(config) => config,
+        Err(code) => return code,
+    };
     if let Some(path) = &config.exit_report {
         // Before the child starts: a report that could never be written is
         // a usage error now, not a surprise at exit.
         if let Err(e) = crate::io::report_file::prepare(path) {
             eprintln!("drainit: --exit-report {}: {e}", path.display());
-            return Err(usage_error);
+            return usage_error;
         }
     }
     // Before the child starts too: an address that cannot be bound is a
@@ -59,7 +46,7 @@ fn start() -> Result<(Box<Config>, Option<TcpListener>), ExitCode> {
         Some((_, Ok(listener))) => Some(listener),
         Some((addr, Err(e))) => {
             eprintln!("drainit: --serve {addr}: cannot listen there: {e}");
-            return Err(usage_error);
+            return usage_error;
         }
     };
     logging::init(&config);
@@ -69,14 +56,8 @@ fn start() -> Result<(Box<Config>, Option<TcpListener>), ExitCode> {
             Notice::Warn(text) => log::warn!("{text}"),
         }
     }
-    Ok((config, listener))
-}
-
-/// The child's run, from the process set-up to the exit code.
-#[inline(never)]
-fn run(config: &Config, listener: Option<TcpListener>) -> u8 {
-    let (outcome, summary) = match prepare_process(config) {
-        Ok((handled, inherited)) => supervisor::run(config, handled, inherited, listener),
+    let (outcome, summary) = match prepare_process(&config) {
+        Ok((handled, inherited)) => supervisor::run(&config, handled, inherited, listener),
         Err(e) => {
             log::error!("{e}");
             (
@@ -85,7 +66,7 @@ fn run(config: &Config, listener: Option<TcpListener>) -> u8 {
             )
         }
     };
-    finish(config, &outcome, summary)
+    ExitCode::from(finish(&config, &outcome, summary))
 }
 
 /// The run's configuration from the command line and the environment, or
@@ -149,16 +130,6 @@ fn configure(name: Name) -> Result<Box<Config>, ExitCode> {
     }
 }
 
-/// The configuration, copied where start-up's arena keeps it; the
-/// original and everything reading it took (clap's command and matches)
-/// are then given back (see `io/arena.rs`).
-fn keep(config: Box<Config>) -> Box<Config> {
-    let kept = crate::io::arena::keeping(|| Box::new(Config::clone(&config)));
-    drop(config);
-    crate::io::arena::trim();
-    kept
-}
-
 /// 0 when a client run (`--probe`, `--check`) found all well, else 1.
 fn client_exit(well: bool) -> ExitCode {
     if well {
@@ -214,7 +185,6 @@ fn command_line_error(e: &clap::Error) -> String {
 
 /// The exit code of the run's outcome, after the exit report (to its file
 /// and the log) and the `--emf` line.
-#[inline(never)]
 fn finish(config: &Config, outcome: &Outcome, mut summary: RunSummary) -> u8 {
     let policy = ExitPolicy {
         remap_to_zero: config.remap_exit.clone(),
@@ -281,7 +251,6 @@ fn print_quietly(text: &str, stderr: bool) {
 }
 
 /// Process-wide set-up before the child starts; failing here is still safe.
-#[inline(never)]
 fn prepare_process(
     config: &Config,
 ) -> Result<(signals::Handled, &'static signals::Inherited), String> {
