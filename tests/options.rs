@@ -59,6 +59,40 @@ fn the_options_reference_is_generated_from_the_declarations() {
     check_generated("docs/options.md", &reference::reference());
 }
 
+/// `drainit --help` prints a committed text (the binary has no help
+/// renderer: clap's `help` feature is on for tests only): clap's rendering
+/// of the documented command, kept equal here.
+#[test]
+fn the_help_is_clap_s_rendering_of_the_command() {
+    let rendered = cli::command()
+        .help_template(cli::TEMPLATE)
+        .render_help()
+        .to_string();
+    check_generated("src/app/help.txt", &rendered);
+}
+
+/// `-h`, `--help` and a help among other flags print that text, on stdout.
+#[test]
+fn help_prints_the_committed_text() {
+    for flags in [
+        &["--help"][..],
+        &["-h"],
+        &["-vh"],
+        &["--grace", "3s", "--help"],
+    ] {
+        let out = Command::new(DRAINIT).args(flags).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{flags:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), cli::HELP, "{flags:?}");
+        assert!(out.stderr.is_empty(), "{flags:?}");
+    }
+    // What follows the program is the program's.
+    let out = Command::new(DRAINIT)
+        .args(["--", "/bin/sh", "-c", "echo \"$1\"", "sh", "--help"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "--help\n");
+}
+
 /// The man page: clap_mangen over `cli::command()` for NAME, SYNOPSIS and
 /// OPTIONS, the rest from docs/man-sections.roff; with the version
 /// without its commit (so the page changes only when the options do),

@@ -2,12 +2,23 @@
 //! declarations (`options::OPTIONS`), and `RawArgs`, the values given, kept
 //! as raw text so that `config` can validate flags and their `DRAINIT_*`
 //! variables with the same one-line errors.
+//!
+//! Two commands: `parser()`, what a run parses with (no help texts, so a
+//! run builds and wraps none), and `command()`, the same with every help
+//! text, from which `--help` (`HELP`, a committed text: the binary carries
+//! no help renderer) and the man page are generated and checked by
+//! tests/options.rs.
 
 use std::ffi::OsString;
 
 use clap::{Arg, ArgAction, ArgMatches, Command, CommandFactory, FromArgMatches, Parser};
 
 use crate::app::options::{self, Kind, Opt, OPTIONS};
+
+/// `drainit --help`: clap's rendering of `command()` with `TEMPLATE`,
+/// generated and kept equal by tests/options.rs
+/// (`DRAINIT_REGENERATE_DOCS=1 cargo test --test options` rewrites it).
+pub const HELP: &str = include_str!("help.txt");
 
 const ABOUT: &str = "\
 A drain-aware init for containers: reaps zombies, forwards signals, and holds SIGKILL back
@@ -20,7 +31,8 @@ const USAGE: &str = "drainit [OPTIONS] [--] PROGRAM [ARGS]...";
 /// clap's default layout with the arguments written out: clap shows an
 /// optional positional as `[PROGRAM]...`, and PROGRAM is required (the
 /// check is `config`'s, so that `-l` and the one-line error keep working).
-const TEMPLATE: &str = "\
+/// For `help_template`, which needs clap's `help` feature: tests only.
+pub const TEMPLATE: &str = "\
 {about-with-newline}
 {usage-heading} {usage}
 
@@ -50,8 +62,45 @@ pub const HELP_COLUMNS: usize = 100;
 /// The clap id of PROGRAM and its arguments.
 pub const PROGRAM: &str = "program";
 
-/// The clap command: one argument per declared option, each help text
-/// followed by its default and its variable, wrapped to `HELP_COLUMNS`.
+/// The clap id of `-h`/`--help`.
+const HELP_ID: &str = "help";
+
+/// The command a run parses with: one argument per declared option, no
+/// help texts. `-h`/`--help` is an argument of its own (clap adds its
+/// built-in one only with its `help` feature) that ends the parse with
+/// `ErrorKind::DisplayHelp`, for the caller to print `HELP`.
+pub fn parser() -> Command {
+    OPTIONS
+        .iter()
+        .fold(
+            Command::new("drainit")
+                .version(crate::util::version::VERSION)
+                .override_usage(USAGE)
+                .disable_version_flag(true)
+                .disable_help_flag(true),
+            |cmd, opt| cmd.arg(arg(opt)),
+        )
+        .arg(
+            Arg::new(PROGRAM)
+                .value_name("PROGRAM")
+                .action(ArgAction::Append)
+                .num_args(1..)
+                .trailing_var_arg(true)
+                .value_parser(clap::value_parser!(OsString))
+                .hide(true),
+        )
+        .arg(
+            Arg::new(HELP_ID)
+                .short('h')
+                .long("help")
+                .action(ArgAction::Help),
+        )
+}
+
+/// `parser()` with every help text: each option's text followed by its
+/// default and its variable, wrapped to `HELP_COLUMNS`; the about and
+/// after-help texts. What `HELP` and the man page are made from; a run
+/// never builds it.
 pub fn command() -> Command {
     // Where clap starts the help texts: after the widest "-x, --long <V>"
     // (clap aligns each heading on its own widest; this is the widest of
@@ -70,30 +119,21 @@ pub fn command() -> Command {
         .max()
         .unwrap_or(0);
     let width = HELP_COLUMNS.saturating_sub(column);
-    let cmd = Command::new("drainit")
-        .version(crate::util::version::VERSION)
-        .about(ABOUT)
-        .override_usage(USAGE)
-        .help_template(TEMPLATE)
-        .after_help(AFTER_HELP)
-        .disable_version_flag(true);
-    OPTIONS
-        .iter()
-        .fold(cmd, |cmd, opt| cmd.arg(arg(opt, width)))
-        .arg(
-            Arg::new(PROGRAM)
-                .value_name("PROGRAM")
-                .help("The program to run and its arguments")
-                .action(ArgAction::Append)
-                .num_args(1..)
-                .trailing_var_arg(true)
-                .value_parser(clap::value_parser!(OsString))
-                .hide(true),
-        )
+    parser().about(ABOUT).after_help(AFTER_HELP).mut_args(|a| {
+        let text = match a.get_id().as_str() {
+            PROGRAM => "The program to run and its arguments".to_string(),
+            HELP_ID => "Print help".to_string(),
+            id => help(
+                options::find(id).expect("every argument is declared"),
+                width,
+            ),
+        };
+        a.help(text)
+    })
 }
 
 /// The clap argument of one declared option.
-fn arg(opt: &Opt, width: usize) -> Arg {
+fn arg(opt: &'static Opt) -> Arg {
     let action = match opt.kind {
         Kind::Flag => ArgAction::SetTrue,
         Kind::Count => ArgAction::Count,
@@ -102,10 +142,7 @@ fn arg(opt: &Opt, width: usize) -> Arg {
         Kind::Version => ArgAction::Version,
         Kind::Optional => ArgAction::Set,
     };
-    let mut arg = Arg::new(opt.long)
-        .long(opt.long)
-        .action(action)
-        .help(help(opt, width));
+    let mut arg = Arg::new(opt.long).long(opt.long).action(action);
     if let Some(short) = opt.short {
         arg = arg.short(short);
     }
@@ -199,16 +236,24 @@ impl RawArgs {
     }
 }
 
+impl RawArgs {
+    /// The command line `parser()` matched, taken as it is (not copied).
+    pub fn from_matches(mut matches: ArgMatches) -> RawArgs {
+        let command = matches
+            .remove_many::<OsString>(PROGRAM)
+            .map(|words| words.collect())
+            .unwrap_or_default();
+        RawArgs { matches, command }
+    }
+}
+
 impl FromArgMatches for RawArgs {
     fn from_arg_matches(matches: &ArgMatches) -> Result<Self, clap::Error> {
-        let command = matches
-            .get_many::<OsString>(PROGRAM)
-            .map(|words| words.cloned().collect())
-            .unwrap_or_default();
-        Ok(RawArgs {
-            matches: matches.clone(),
-            command,
-        })
+        Ok(RawArgs::from_matches(matches.clone()))
+    }
+
+    fn from_arg_matches_mut(matches: &mut ArgMatches) -> Result<Self, clap::Error> {
+        Ok(RawArgs::from_matches(std::mem::take(matches)))
     }
 
     fn update_from_arg_matches(&mut self, matches: &ArgMatches) -> Result<(), clap::Error> {
@@ -219,11 +264,11 @@ impl FromArgMatches for RawArgs {
 
 impl CommandFactory for RawArgs {
     fn command() -> Command {
-        command()
+        parser()
     }
 
     fn command_for_update() -> Command {
-        command()
+        parser()
     }
 }
 

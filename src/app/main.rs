@@ -5,7 +5,6 @@
 use std::process::ExitCode;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
-use clap::FromArgMatches;
 use log::{debug, warn};
 
 use crate::app::cli::RawArgs;
@@ -85,14 +84,17 @@ fn configure(name: Name) -> Result<Box<Config>, ExitCode> {
         Mode::Init => ExitCode::from(name.usage_error_code()),
         Mode::Probe | Mode::Check => ExitCode::FAILURE,
     };
-    let parsed = crate::app::cli::command()
-        .try_get_matches()
-        .and_then(|matches| RawArgs::from_arg_matches(&matches));
+    let parsed = crate::app::cli::parser().try_get_matches();
     let raw = match parsed {
-        Ok(raw) => raw,
+        Ok(matches) => RawArgs::from_matches(matches),
         Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
+            // The help is a text of its own (the parser has no help texts).
+            let text = match e.kind() {
+                ErrorKind::DisplayHelp => std::borrow::Cow::Borrowed(crate::app::cli::HELP),
+                _ => std::borrow::Cow::Owned(e.to_string()),
+            };
             // dumb-init prints these on stderr.
-            print_quietly(&e.to_string(), name == Name::DumbInit);
+            print_quietly(&text, name == Name::DumbInit);
             return Err(ExitCode::SUCCESS);
         }
         Err(e) => {

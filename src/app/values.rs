@@ -18,33 +18,48 @@ pub fn parse_bool(text: &str) -> Result<bool, String> {
     }
 }
 
-/// Parses `500ms`, `20s`, `2m` or a bare number of seconds (`20`, `0.5`).
+/// Parses `500ms`, `20s`, `2m` or a bare number of seconds (`20`, `0.5`),
+/// to the nearest microsecond (a half rounds up), in integers: drainit
+/// parses no float.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     const HINT: &str = "expected a duration such as 500ms, 20s, 2m or a number of seconds";
+    /// A year is far beyond any platform's stop timeout; anything longer
+    /// is a typo.
+    const LONGEST_US: u128 = 365 * 24 * 3_600 * 1_000_000;
+    /// Decimals read; later ones are below a millionth of a microsecond.
+    const DECIMALS: u32 = 15;
     let t = text.trim();
-    let (number, scale_ms) = if let Some(n) = t.strip_suffix("ms") {
-        (n, 1.0)
+    let (number, unit_us) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1_000)
     } else if let Some(n) = t.strip_suffix('s') {
-        (n, 1_000.0)
+        (n, 1_000_000)
     } else if let Some(n) = t.strip_suffix('m') {
-        (n, 60_000.0)
+        (n, 60_000_000)
     } else {
-        (t, 1_000.0)
+        (t, 1_000_000)
     };
-    let well_formed = !number.is_empty()
-        && number.bytes().all(|b| b.is_ascii_digit() || b == b'.')
-        && number.bytes().filter(|&b| b == b'.').count() <= 1
-        && number.bytes().any(|b| b.is_ascii_digit());
-    if !well_formed {
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    let digits = |part: &str| part.bytes().all(|b| b.is_ascii_digit());
+    if whole.len() + fraction.len() == 0 || !digits(whole) || !digits(fraction) {
         return Err(HINT.into());
     }
-    let value: f64 = number.parse().map_err(|_| HINT.to_string())?;
-    let ms = value * scale_ms;
-    // A year is far beyond any platform's stop timeout; anything longer is a typo.
-    if !ms.is_finite() || ms > 365.0 * 24.0 * 3_600_000.0 {
+    // The number in units of 10^-DECIMALS; its whole part saturates just
+    // above the longest (in any unit it is then too long).
+    let scale = 10u128.pow(DECIMALS);
+    let whole = whole.bytes().fold(0u128, |n, b| {
+        (n * 10 + u128::from(b - b'0')).min(LONGEST_US + 1)
+    });
+    let fraction = fraction
+        .bytes()
+        .chain(std::iter::repeat(b'0'))
+        .take(DECIMALS as usize)
+        .fold(0u128, |n, b| n * 10 + u128::from(b - b'0'));
+    let scaled = (whole * scale + fraction) * unit_us;
+    let micros = (scaled + scale / 2) / scale;
+    if scaled > LONGEST_US * scale {
         return Err("duration is too long".into());
     }
-    Ok(Duration::from_micros((ms * 1_000.0).round() as u64))
+    Ok(Duration::from_micros(micros as u64))
 }
 
 pub fn parse_exit_code(text: &str) -> Result<u8, String> {
@@ -257,4 +272,95 @@ pub fn parse_ready_url(text: &str) -> Result<String, String> {
         );
     }
     Ok(text.trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the duration parser did with floats, for comparison.
+    fn by_float(text: &str) -> Option<Duration> {
+        let t = text.trim();
+        let (number, scale_ms) = match (
+            t.strip_suffix("ms"),
+            t.strip_suffix('s'),
+            t.strip_suffix('m'),
+        ) {
+            (Some(n), _, _) => (n, 1.0),
+            (_, Some(n), _) => (n, 1_000.0),
+            (_, _, Some(n)) => (n, 60_000.0),
+            _ => (t, 1_000.0),
+        };
+        let ok = number.bytes().all(|b| b.is_ascii_digit() || b == b'.')
+            && number.bytes().filter(|&b| b == b'.').count() <= 1
+            && number.bytes().any(|b| b.is_ascii_digit());
+        let ms = number.parse::<f64>().ok().filter(|_| ok)? * scale_ms;
+        (ms.is_finite() && ms <= 365.0 * 24.0 * 3_600_000.0)
+            .then(|| Duration::from_micros((ms * 1_000.0).round() as u64))
+    }
+
+    #[test]
+    fn durations_parse_as_they_did_with_floats() {
+        let mut texts: Vec<String> = [
+            "0",
+            "1",
+            "20",
+            "0.5",
+            ".5",
+            "1.",
+            "500ms",
+            "20s",
+            "2m",
+            " 3s ",
+            "1.5s",
+            "0.001ms",
+            "0.0005ms",
+            "0.0004ms",
+            "2.5m",
+            "0.000001",
+            "0.0000005",
+            "123.456789",
+            "8s",
+            "31536000",
+            "31536000s",
+            "31536001",
+            "525600m",
+            "525601m",
+            "31536000000ms",
+            "99999999999999999999999999999",
+            "",
+            ".",
+            "s",
+            "ms",
+            "1..2",
+            "1.2.3",
+            "-1",
+            "+1",
+            "1e3",
+            "1 s",
+            "abc",
+            "1h",
+            "0x10",
+            "1_000",
+        ]
+        .iter()
+        .map(|t| t.to_string())
+        .collect();
+        for n in (0..20_000u32).step_by(7) {
+            for unit in ["", "s", "ms", "m"] {
+                texts.push(format!("{}.{:03}{unit}", n / 1000, n % 1000));
+                texts.push(format!("{n}{unit}"));
+            }
+        }
+        for text in &texts {
+            assert_eq!(parse_duration(text).ok(), by_float(text), "{text:?}");
+        }
+        assert_eq!(
+            parse_duration("31536001").unwrap_err(),
+            "duration is too long"
+        );
+        assert!(parse_duration("1e3")
+            .unwrap_err()
+            .starts_with("expected a duration"));
+    }
 }

@@ -4,14 +4,15 @@
 //! comes from a fixed set (signal names, request purposes and results,
 //! outcomes), so the page's size is bounded whatever the app does.
 
-use std::fmt::Write as _;
-use std::time::Instant;
+use std::fmt::{Display, Write as _};
+use std::time::{Duration, Instant};
 
 use crate::core::counters::{RequestKind, RESULTS};
 use crate::core::health::Reply;
 use crate::core::status::Status;
 use crate::proto::notify_msg::KINDS;
 use crate::util::signame::signal_name;
+use crate::util::time::Secs;
 
 /// The exposition format's content type.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -26,7 +27,8 @@ impl Page {
         let _ = writeln!(self.0, "# HELP {name} {help}\n# TYPE {name} {kind}");
     }
 
-    fn sample(&mut self, name: &str, labels: &str, value: f64) {
+    /// A count or `Secs`: integers only, no float formatting.
+    fn sample(&mut self, name: &str, labels: &str, value: &dyn Display) {
         if labels.is_empty() {
             let _ = writeln!(self.0, "{name} {value}");
         } else {
@@ -34,7 +36,7 @@ impl Page {
         }
     }
 
-    fn one(&mut self, name: &str, kind: &str, help: &str, value: Option<f64>) {
+    fn one(&mut self, name: &str, kind: &str, help: &str, value: Option<&dyn Display>) {
         self.family(name, kind, help);
         if let Some(value) = value {
             self.sample(name, "", value);
@@ -42,8 +44,12 @@ impl Page {
     }
 }
 
-fn secs(d: std::time::Duration) -> f64 {
-    d.as_secs_f64()
+/// Seconds since the epoch given as a float, to whole microseconds (what
+/// a float of today's time holds), without formatting or parsing a float.
+fn epoch(unix: f64) -> Duration {
+    let secs = unix.max(0.0) as u64;
+    let micros = ((unix - secs as f64) * 1e6) as u64;
+    Duration::from_secs(secs) + Duration::from_micros(micros.min(999_999))
 }
 
 /// The page. `now`: the listener's instant; `unix_now`: the same instant
@@ -58,14 +64,14 @@ pub fn render(status: Option<&Status>, now: Instant, unix_now: f64) -> Reply {
     p.sample(
         "drainit_build_info",
         &format!("version=\"{}\"", env!("CARGO_PKG_VERSION")),
-        1.0,
+        &1,
     );
     let stopping = status.is_some_and(|s| s.stopping());
     p.one(
         "drainit_stopping",
         "gauge",
         "1 once a stop has begun (signal, ECS or other trigger), else 0.",
-        Some(if stopping { 1.0 } else { 0.0 }),
+        Some(&u8::from(stopping)),
     );
     let Some(s) = status else {
         return reply(p);
@@ -75,37 +81,45 @@ pub fn render(status: Option<&Status>, now: Instant, unix_now: f64) -> Reply {
         "gauge",
         "When the stop began, in seconds since the Unix epoch.",
         s.stop_since
-            .map(|since| unix_now - secs(now.saturating_duration_since(since))),
+            .map(|since| {
+                let ago = now.saturating_duration_since(since);
+                Secs(epoch(unix_now).saturating_sub(ago))
+            })
+            .as_ref()
+            .map(|v| v as &dyn Display),
     );
     p.one(
         "drainit_deadline_remaining_seconds",
         "gauge",
         "Seconds left until drainit sends SIGKILL, while a deadline holds.",
-        s.deadline.map(|d| secs(d.saturating_duration_since(now))),
+        s.deadline
+            .map(|d| Secs(d.saturating_duration_since(now)))
+            .as_ref()
+            .map(|v| v as &dyn Display),
     );
     p.one(
         "drainit_drain_sources",
         "gauge",
         "Drain sources configured.",
-        Some(s.sources.len() as f64),
+        Some(&s.sources.len()),
     );
     p.one(
         "drainit_drain_sources_ready",
         "gauge",
         "Drain sources that have reported ready during this stop.",
-        Some(s.sources.iter().filter(|x| x.ready).count() as f64),
+        Some(&s.sources.iter().filter(|x| x.ready).count()),
     );
     p.one(
         "drainit_drain_polls_total",
         "counter",
         "Drain rounds completed (every source asked once).",
-        Some(s.summary.drain_polls as f64),
+        Some(&s.summary.drain_polls),
     );
     p.one(
         "drainit_app_in_flight",
         "gauge",
         "The app's in-flight count from its drain body (--drain-count-field), latest.",
-        s.in_flight.map(|n| n as f64),
+        s.in_flight.as_ref().map(|n| n as &dyn Display),
     );
     p.family(
         "drainit_signals_forwarded_total",
@@ -118,7 +132,7 @@ pub fn render(status: Option<&Status>, now: Instant, unix_now: f64) -> Reply {
             p.sample(
                 "drainit_signals_forwarded_total",
                 &format!("signal=\"{name}\""),
-                *n as f64,
+                n,
             );
         }
     }
@@ -126,7 +140,7 @@ pub fn render(status: Option<&Status>, now: Instant, unix_now: f64) -> Reply {
         "drainit_orphans_reaped_total",
         "counter",
         "Processes other than the main child that drainit reaped.",
-        Some(s.summary.orphans_reaped as f64),
+        Some(&s.summary.orphans_reaped),
     );
     p.family(
         "drainit_requests_total",
@@ -138,7 +152,7 @@ pub fn render(status: Option<&Status>, now: Instant, unix_now: f64) -> Reply {
             p.sample(
                 "drainit_requests_total",
                 &format!("purpose=\"{}\",result=\"{result}\"", kind.name()),
-                s.counters.requests[i][j] as f64,
+                &s.counters.requests[i][j],
             );
         }
     }
@@ -170,7 +184,7 @@ pub fn render(status: Option<&Status>, now: Instant, unix_now: f64) -> Reply {
             "drainit_ecs_task_protected",
             "gauge",
             "1 while ECS task scale-in protection is on (as the agent last accepted).",
-            Some(if on { 1.0 } else { 0.0 }),
+            Some(&u8::from(on)),
         );
         p.family(
             "drainit_ecs_protection_requests_total",
@@ -185,7 +199,7 @@ pub fn render(status: Option<&Status>, now: Instant, unix_now: f64) -> Reply {
             p.sample(
                 "drainit_ecs_protection_requests_total",
                 &format!("result=\"{result}\""),
-                s.counters.requests[at][j] as f64,
+                &s.counters.requests[at][j],
             );
         }
     }
@@ -199,20 +213,20 @@ pub fn render(status: Option<&Status>, now: Instant, unix_now: f64) -> Reply {
             p.sample(
                 "drainit_notify_messages_total",
                 &format!("kind=\"{kind}\""),
-                count as f64,
+                &count,
             );
         }
         p.one(
             "drainit_notify_dropped_total",
             "counter",
             "sd_notify datagrams dropped for their size.",
-            Some(n.dropped as f64),
+            Some(&n.dropped),
         );
         p.one(
             "drainit_notify_refused_total",
             "counter",
             "sd_notify datagrams refused for their sender (--notify-access).",
-            Some(n.refused as f64),
+            Some(&n.refused),
         );
     }
     p.family(
@@ -222,8 +236,8 @@ pub fn render(status: Option<&Status>, now: Instant, unix_now: f64) -> Reply {
     );
     if let Some(outcome) = s.outcome {
         for name in OUTCOMES {
-            let v = if name == outcome.name() { 1.0 } else { 0.0 };
-            p.sample("drainit_exit_outcome", &format!("outcome=\"{name}\""), v);
+            let v = u8::from(name == outcome.name());
+            p.sample("drainit_exit_outcome", &format!("outcome=\"{name}\""), &v);
         }
     }
     reply(p)
