@@ -19,7 +19,7 @@ tini-static, dumb-init and catatonit, for A/B comparisons of start-up work
 Needs root, util-linux `unshare` and strace.
 
     cargo build --release --target x86_64-unknown-linux-musl
-    python3 bench/startup.py [--runs N] [LABEL=PATH ...]
+    python3 bench/lean.py [--runs N] [LABEL=PATH ...]
 
 Without LABEL=PATH, the static release build is measured as `drainit`.
 """

@@ -161,7 +161,7 @@ pub fn render(status: Option<&Status>, now: Instant, unix_now: f64) -> Reply {
             "drainit_k8s_protected",
             "gauge",
             "1 while the pod holds drainit's annotations (as the API server last accepted).",
-            Some(if k.protected { 1.0 } else { 0.0 }),
+            Some(&u8::from(k.protected)),
         );
         p.family(
             "drainit_k8s_requests_total",
@@ -176,7 +176,7 @@ pub fn render(status: Option<&Status>, now: Instant, unix_now: f64) -> Reply {
             p.sample(
                 "drainit_k8s_requests_total",
                 &format!("result=\"{result}\""),
-                s.counters.requests[at][j] as f64,
+                &s.counters.requests[at][j],
             );
         }
     } else if let Some(on) = s.protected {
