@@ -684,3 +684,74 @@ fn check_kills_a_drain_command_that_outruns_its_timeout() {
     // Killed, not waited for: well under the command's own 60 s.
     assert!(started.elapsed() < std::time::Duration::from_secs(30));
 }
+
+/// Every read of an option in `src/app/` goes through the accessor its
+/// `Kind` calls for: a switch is read with `flag`, a count with `count`,
+/// one value with `value`/`value_or_default`, a repeatable one with
+/// `values`/`list`. The constants make a misspelt option a compile error;
+/// this makes a mismatched accessor (which clap would answer with a panic
+/// when the line runs) a test failure.
+#[test]
+fn every_option_is_read_by_the_accessor_its_kind_calls_for() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/app");
+    let mut files = vec![];
+    let mut dirs = vec![root];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path);
+            }
+        }
+    }
+    let accessors: &[(&str, &[Kind])] = &[
+        (".flag(&options::", &[Kind::Flag]),
+        (".count(&options::", &[Kind::Count]),
+        (".value(&options::", &[Kind::One, Kind::Optional]),
+        (".value_or_default(&options::", &[Kind::One]),
+        (".values(&options::", &[Kind::Commas, Kind::Lines]),
+        (".list(&options::", &[Kind::Commas, Kind::Lines]),
+    ];
+    let mut reads = 0;
+    let mut wrong = vec![];
+    for file in &files {
+        // One call may be split over lines by rustfmt: join them.
+        let text = std::fs::read_to_string(file)
+            .unwrap()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join("");
+        for (call, kinds) in accessors {
+            let call = call.replace(' ', "");
+            for (at, _) in text.match_indices(&call) {
+                let rest = &text[at + call.len()..];
+                let name: String = rest
+                    .chars()
+                    .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+                    .collect();
+                let long = name.to_lowercase().replace('_', "-");
+                let opt: &Opt = OPTIONS
+                    .iter()
+                    .copied()
+                    .find(|o| o.long == long)
+                    .unwrap_or_else(|| panic!("{}: no option {name}", file.display()));
+                reads += 1;
+                if !kinds.contains(&opt.kind) {
+                    wrong.push(format!(
+                        "{}: {call}{name} but --{} is {:?}",
+                        file.display(),
+                        opt.long,
+                        opt.kind
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        reads >= 30,
+        "only {reads} option reads found: the scan is broken"
+    );
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
