@@ -171,7 +171,11 @@ fn job_child(scratch: &Scratch, traps: &[&str]) -> Vec<String> {
     for sig in traps {
         script.push_str(&format!("trap 'touch \"$D/{sig}\"' {sig}; "));
     }
-    script.push_str("echo $$ > \"$D/child\"; while :; do sleep 0.02; done");
+    // Written whole, then named: the test reads the pid as soon as the
+    // name exists.
+    script.push_str(
+        "echo $$ > \"$D/child.tmp\"; mv \"$D/child.tmp\" \"$D/child\"; while :; do sleep 0.02; done",
+    );
     sh(scratch, &script)
 }
 
@@ -197,7 +201,7 @@ fn job_control_stops_the_childs_group_and_then_drainit_until_sigcont() {
             .binary(&dumb)
             .not_pid1()
             .start();
-        let child: i32 = scratch.wait_file("child").trim().parse().unwrap();
+        let child: i32 = scratch.wait_number("child");
         for signo in JOB_SIGNALS {
             d.signal(signo);
             wait_for("the child and drainit stopped", PATIENCE, || {
@@ -228,7 +232,7 @@ fn job_control_signals_go_as_rewritten_or_unchanged_and_drainit_still_stops() {
         let mut args: Vec<String> = flags.iter().map(|s| s.to_string()).collect();
         args.extend(job_child(&scratch, &[got[0], got[1], got[2], "CONT"]));
         let d = drainit(args).binary(&dumb).not_pid1().start();
-        let child: i32 = scratch.wait_file("child").trim().parse().unwrap();
+        let child: i32 = scratch.wait_number("child");
         for (signo, name) in JOB_SIGNALS.into_iter().zip(got) {
             d.signal(signo);
             scratch.wait_file(name);
@@ -251,7 +255,7 @@ fn under_its_own_name_drainit_forwards_job_control_and_never_stops() {
     // The child only: with -g its `sleep` would stop at SIGTSTP, and the
     // shell waiting for it would never run its trap.
     let d = drainit(job_child(&scratch, &["TSTP"])).not_pid1().start();
-    let child: i32 = scratch.wait_file("child").trim().parse().unwrap();
+    let child: i32 = scratch.wait_number("child");
     d.signal(libc::SIGTSTP);
     // Unchanged to the child; drainit, which would have stopped itself
     // right after the forward, runs.
@@ -272,7 +276,7 @@ fn as_pid1_only_the_child_stops_the_kernel_keeps_init_running() {
         let d = drainit(job_child(&scratch, &["USR1"]))
             .binary(&dumb)
             .start();
-        let inner: i32 = scratch.wait_file("child").trim().parse().unwrap();
+        let inner: i32 = scratch.wait_number("child");
         let child = d.outer_pid(inner);
         d.signal(libc::SIGTSTP);
         wait_for("the child stopped", PATIENCE, || {

@@ -93,7 +93,7 @@ impl FakeApi {
             .stdin(Stdio::null())
             .spawn()
             .expect("python3 runs the fake API server");
-        let port = dir.wait_file("port").trim().parse().unwrap();
+        let port = dir.wait_number("port");
         FakeApi { child, dir, port }
     }
 

@@ -70,7 +70,7 @@ impl Api {
             .stdin(Stdio::null())
             .spawn()
             .expect("python3 runs the fake API server");
-        let port = dir.wait_file("port").trim().parse().unwrap();
+        let port = dir.wait_number("port");
         Api { child, dir, port }
     }
 

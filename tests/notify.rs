@@ -660,7 +660,7 @@ fn readiness_word_to_sigkill_latency() {
             now
         };
         assert_eq!(d.wait_code(), 0, "{}", d.stderr());
-        let sent: u128 = scratch.wait_file("sent").trim().parse().unwrap();
+        let sent: u128 = scratch.wait_number("sent");
         samples.push(((died_ns - sent) / 1_000) as u64);
     }
     samples.sort_unstable();

@@ -73,6 +73,17 @@ impl Scratch {
         })
     }
 
+    /// The number a process writes into `name`, once it is all there: a
+    /// file can be seen between its creation and its write.
+    pub fn wait_number<T: std::str::FromStr>(&self, name: &str) -> T {
+        let path = self.file(name);
+        wait_for(&format!("a number in {}", path.display()), PATIENCE, || {
+            fs::read_to_string(&path)
+                .ok()
+                .and_then(|text| text.trim().parse().ok())
+        })
+    }
+
     pub fn touch(&self, name: &str) {
         fs::write(self.file(name), b"").expect("touch");
     }
