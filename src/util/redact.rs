@@ -120,6 +120,11 @@ pub fn in_text(text: &str) -> String {
 /// still looks like a URL with user-info or a query (`user:pw@host/x`,
 /// `host/x?token=v`) redacted as if it had one.
 pub fn value(text: &str) -> String {
+    // A value that is a URL is redacted whole: a quote or a space inside
+    // it (in a password, say) must not end it early and show the rest.
+    if split_scheme(text.trim()).is_some() {
+        return url(text.trim());
+    }
     if text.contains("://") || !text.contains(['@', '?', '#']) {
         return in_text(text);
     }
@@ -131,13 +136,10 @@ pub fn value(text: &str) -> String {
 }
 
 /// A program name as it may leave: as written, unless it carries an
-/// assignment (`TOKEN=x`) or a URL.
+/// assignment (`TOKEN=x`), user-info or a URL (then `REDACTED`).
 fn program(word: &str) -> String {
-    if word.contains('=') || word.contains('@') {
+    if word.contains('=') || word.contains('@') || word.contains("://") {
         return REDACTED.into();
-    }
-    if word.contains("://") {
-        return in_text(word);
     }
     word.to_string()
 }
@@ -217,6 +219,24 @@ fn shown_key(key: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_url_value_is_redacted_whole_whatever_its_password_holds() {
+        for bad in [
+            "http://admin:pa'ss@app/drain",
+            "http://admin:pa ss@app/drain",
+            "http://admin:pa)ss@app/drain?token=x",
+            " http://admin:pa`ss@app/drain ",
+        ] {
+            let shown = value(bad);
+            assert!(!shown.contains("ss@"), "{bad} -> {shown}");
+            assert!(!shown.contains("pa"), "{bad} -> {shown}");
+            assert!(!shown.contains("token=x"), "{bad} -> {shown}");
+        }
+        assert_eq!(command("http://u:p@h/x arg", Commands::Program), "REDACTED");
+        assert_eq!(command("http://h/x arg", Commands::Program), "REDACTED");
+    }
+
     use super::*;
 
     /// No secret word of `text` survives in `shown`.
