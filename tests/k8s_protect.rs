@@ -509,6 +509,32 @@ fn a_pod_grace_inside_the_pre_stop_delay_is_not_taken() {
 }
 
 #[test]
+fn a_read_refused_at_start_is_tried_again() {
+    // The RoleBinding came after the pod: the read at start gets a 403.
+    // Busy's patch goes out, then the read again, and the pod's grace is
+    // taken.
+    let api = Api::start(&["--grace", "10", "--statuses", "403"]);
+    let s = Scratch::new("k8s-read-again");
+    let sa = api.service_account(&s);
+    let busy = Arc::new(AtomicBool::new(true));
+    let drain = drain_endpoint(&busy);
+    let addr = free_addr();
+    let mut d = in_pod(&api, &sa, &drain, &["--serve", &addr], &s).start();
+    s.wait_file("ready");
+    let k8s = wait_for("the pod's grace in /status", PATIENCE, || {
+        let k8s = status(&addr)?["kubernetes"].clone();
+        (k8s["grace_from"] == "pod").then_some(k8s)
+    });
+    assert_eq!(k8s["grace_ms"], 8000, "10 s less 2 s");
+    assert_eq!(k8s["protected"], true);
+    let methods: Vec<Value> = api.requests().iter().map(|r| r["method"].clone()).collect();
+    assert_eq!(methods, ["GET", "PATCH", "GET"], "{:?}", api.requests());
+    assert_eq!(api.requests()[0]["status"], 403);
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_code(), 124, "busy to the deadline");
+}
+
+#[test]
 fn a_refused_token_is_read_again_and_retried_at_once() {
     let api = Api::start(&["--grace", "10", "--statuses", "401"]);
     let s = Scratch::new("k8s-401");

@@ -4,7 +4,11 @@
 //! merge `PATCH` of `metadata.annotations` only (`proto::k8s::patch_body`).
 //! At start one `GET` of the pod takes the keys found as drainit's earlier
 //! state and the pod's `terminationGracePeriodSeconds` for the default
-//! `--grace` (`Backend::take_grace`). Only changes are sent; a failure
+//! `--grace` (`Backend::take_grace`), unless it would not outlast
+//! `--pre-stop-delay`; a failed read is sent again once no patch is due.
+//! Only changes are sent, and a patch without a clear answer (no answer, a
+//! 409, a 5xx) leaves what the pod holds unknown, so the next answer is
+//! sent whatever it is; a failure
 //! waits its backoff (a 429 at least its `Retry-After`), a 401 is retried
 //! once at once (the shell reads the token again for every request), and
 //! each failure is said in one line until it changes. The requests go out
@@ -87,6 +91,9 @@ pub struct Protection {
     period: Option<u64>,
     /// A grace read from the pod, not yet handed to the timeline.
     learnt: Option<Grace>,
+    /// The pod was read (its answer was a 2xx): until then, the read is
+    /// sent again whenever no patch is due.
+    pod_read: bool,
     /// `--pre-stop-delay`: a grace from the pod must be longer (a stop
     /// hook gets at most half of what is left after it, so it always fits).
     delay: Duration,
@@ -119,6 +126,7 @@ impl Protection {
             },
             period: None,
             learnt: None,
+            pod_read: false,
             delay: Duration::ZERO,
         }
     }
@@ -246,7 +254,10 @@ impl Protection {
             info!("Kubernetes pod protection: the API server accepts drainit's requests again");
         }
         match sent {
-            Some(Sent::Read) => self.read(body),
+            Some(Sent::Read) => {
+                self.pod_read = true;
+                self.read(body)
+            }
             Some(Sent::Patch(busy)) => {
                 self.on = Some(busy);
                 match busy {
@@ -283,7 +294,10 @@ impl Backend for Protection {
             return None;
         }
         if self.on == Some(busy) {
-            return None; // it would change nothing
+            // A patch would change nothing; a read that failed at start
+            // (a RoleBinding made after the pod) is tried again, for the
+            // pod's grace. A stop polls no more, so it ends there.
+            return (!self.pod_read).then(|| self.request_for(Sent::Read));
         }
         Some(self.request_for(Sent::Patch(busy)))
     }
@@ -533,6 +547,29 @@ mod tests {
             assert_eq!(p.on, Some(false), "{refused}");
             assert_eq!(p.request(false, later), None, "{refused}");
         }
+    }
+
+    #[test]
+    fn a_failed_read_is_tried_again_once_no_patch_is_due() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let mut p = Protection::new(&config(false), Some(s(25)), None);
+        p.start();
+        p.on_answer(status(403), t0);
+        // The state is unknown: busy's patch first.
+        let busy = p.request(true, t0 + s(2)).unwrap();
+        assert_eq!(busy.target.method, "PATCH");
+        p.on_answer(ok("{}"), t0 + s(2));
+        // Nothing to patch: the read again.
+        let read = p.request(true, t0 + s(3)).unwrap();
+        assert_eq!(read.target.method, "GET");
+        p.on_answer(status(403), t0 + s(3));
+        assert_eq!(p.request(true, t0 + s(3)), None, "its backoff");
+        let read = p.request(true, t0 + s(5)).unwrap();
+        assert_eq!(read.target.method, "GET");
+        p.on_answer(ok(BUSY_POD), t0 + s(5));
+        assert_eq!(p.take_grace(false).unwrap().grace, s(54));
+        assert_eq!(p.request(true, t0 + s(6)), None, "read once");
     }
 
     #[test]
