@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use drainit::io::k8s::{self, Answer, Place, SA_DIR};
 use drainit::proto::http::Kind;
-use drainit::proto::k8s::{self as api, Managed, Verdict};
+use drainit::proto::k8s::{self as api, Managed, Verdict, API_BODY_LIMIT};
 use serde_json::Value;
 use support::*;
 
@@ -374,6 +374,27 @@ fn the_answers_of_the_api_server() {
 }
 
 #[test]
+fn a_pod_larger_than_the_http_clients_body_bound_is_read_and_patched() {
+    let server = FakeApi::start(&["--grace", "60", "--pad-kib", "300"]);
+    let place = server.place();
+    let got = k8s::get_pod(&place, TIMEOUT).unwrap();
+    assert!(got.response.body.len() > 300 * 1024);
+    assert!(got.response.body.len() > drainit::proto::http::BODY_LIMIT);
+    assert_eq!(verdict(&got), Verdict::Applied);
+    assert_eq!(
+        api::read_pod(&got.response.body).unwrap().grace_seconds,
+        Some(60)
+    );
+    for busy in [true, false] {
+        let body = api::patch_body(Managed::ALL, busy, 1000);
+        let answer = k8s::patch_pod(&place, &body, TIMEOUT).unwrap();
+        assert!(answer.response.body.len() > 300 * 1024);
+        assert_eq!(verdict(&answer), Verdict::Applied, "busy {busy}");
+    }
+    assert_eq!(server.requests().len(), 3);
+}
+
+#[test]
 fn a_request_thread_reports_once() {
     let server = FakeApi::start(&[]);
     let place = server.place();
@@ -488,16 +509,17 @@ fn hostile_exchange() {
 #[test]
 fn hostile_servers_are_bounded_in_time_and_memory() {
     let (_, _, baseline) = hostile("normal");
-    // An endless body: refused at the exchange bound, long before the
-    // deadline, having held no more than that bound.
+    // An endless body: refused at the API server's body bound, long
+    // before the deadline, having held no more than that bound.
     let (kind, took, peak) = hostile("endless");
     assert!(
         matches!(kind.as_str(), "too_large" | "exchange_too_large"),
         "{kind}"
     );
     assert!(took < TIMEOUT, "{took:?}");
+    let bound_kib = (API_BODY_LIMIT / 1024) as u64;
     assert!(
-        peak < baseline + 2048,
+        peak < baseline + bound_kib + 2048,
         "peak {peak} KiB, baseline {baseline} KiB"
     );
     // A head dribbled byte by byte, and silence after the handshake: the

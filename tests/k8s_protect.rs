@@ -35,6 +35,8 @@ const EVICT: &str = "cluster-autoscaler.kubernetes.io/safe-to-evict";
 const DISRUPT: &str = "karpenter.sh/do-not-disrupt";
 /// The idle hold (`core::protect::k8s::IDLE_HOLD`).
 const HOLD: Duration = Duration::from_secs(30);
+/// The longest backoff between failed requests (`proto::k8s::backoff`).
+const BACKOFF_MAX: Duration = Duration::from_secs(60);
 
 /// An app that ignores SIGTERM (so only the deadline ends it) and says
 /// when it runs.
@@ -95,7 +97,11 @@ impl Api {
     /// `want` (the server writes its copy of the pod just after it
     /// records the request, and not atomically).
     fn wait_annotations(&self, want: &Value) {
-        wait_for(&format!("the pod's annotations {want}"), PATIENCE, || {
+        self.wait_annotations_within(want, PATIENCE)
+    }
+
+    fn wait_annotations_within(&self, want: &Value, timeout: Duration) {
+        wait_for(&format!("the pod's annotations {want}"), timeout, || {
             let text = fs::read_to_string(self.dir.file("pod.json")).ok()?;
             let pod: Value = serde_json::from_str(&text).ok()?;
             (pod["metadata"]["annotations"] == *want).then_some(())
@@ -239,6 +245,31 @@ fn annotations_found_at_start_are_cleared_by_the_first_idle_answer() {
     api.wait_annotations(&Value::Null);
     assert_eq!(
         body_of(&api.patches()[0]),
+        serde_json::json!({"metadata": {"annotations": {COST: null, EVICT: null, DISRUPT: null}}})
+    );
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_code(), 0, "an idle app: drained");
+}
+
+#[test]
+fn a_patch_applied_but_never_answered_is_undone_once_idle() {
+    // The API server applies every patch and the answer is lost: drainit
+    // cannot know busy's annotations are on, so idle must still clear them.
+    let api = Api::start(&["--mode", "lost"]);
+    let s = Scratch::new("k8s-lost");
+    let sa = api.service_account(&s);
+    let busy = Arc::new(AtomicBool::new(true));
+    let drain = drain_endpoint(&busy);
+    let mut d = in_pod(&api, &sa, &drain, &[], &s).start();
+    s.wait_file("ready");
+    wait_patches(&api, 1, PATIENCE);
+    api.wait_annotations(&busy_annotations());
+    busy.store(false, Ordering::SeqCst);
+    // After the hold and what remains of the busy patches' backoff.
+    api.wait_annotations_within(&Value::Null, HOLD + BACKOFF_MAX + PATIENCE);
+    let last = api.patches().last().cloned().unwrap();
+    assert_eq!(
+        body_of(&last),
         serde_json::json!({"metadata": {"annotations": {COST: null, EVICT: null, DISRUPT: null}}})
     );
     d.signal(libc::SIGTERM);
@@ -396,6 +427,111 @@ fn the_grace_comes_from_the_pod() {
     assert_eq!(report["kubernetes"]["grace_from"], "pod");
     assert_eq!(report["kubernetes"]["protected"], true);
     assert_eq!(report["kubernetes"]["pod"], POD);
+}
+
+#[test]
+fn a_pod_of_300_kib_is_read_and_patched() {
+    // Sidecars, many variables, a large last-applied annotation: the GET
+    // and every PATCH answer with the whole pod.
+    let api = Api::start(&["--grace", "10", "--pad-kib", "300"]);
+    let s = Scratch::new("k8s-big-pod");
+    let sa = api.service_account(&s);
+    let busy = Arc::new(AtomicBool::new(true));
+    let drain = drain_endpoint(&busy);
+    let addr = free_addr();
+    let mut d = in_pod(&api, &sa, &drain, &["--serve", &addr], &s).start();
+    s.wait_file("ready");
+    let k8s = wait_for("the pod's grace in /status", PATIENCE, || {
+        let k8s = status(&addr)?["kubernetes"].clone();
+        (k8s["grace_from"] == "pod").then_some(k8s)
+    });
+    assert_eq!(k8s["grace_ms"], 8000, "10 s less 2 s");
+    wait_for("protected", PATIENCE, || {
+        (status(&addr)?["kubernetes"]["protected"] == true).then_some(())
+    });
+    busy.store(false, Ordering::SeqCst);
+    wait_for("unprotected", HOLD + PATIENCE, || {
+        (status(&addr)?["kubernetes"]["protected"] == false).then_some(())
+    });
+    let patches = api.patches();
+    assert_eq!(patches.len(), 2, "each applied at once: {patches:?}");
+    assert!(patches.iter().all(|p| p["status"] == 200), "{patches:?}");
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_code(), 0, "an idle app: drained");
+}
+
+#[test]
+fn a_pod_grace_inside_the_pre_stop_delay_is_not_taken() {
+    // 10 s less its margin is 8 s, inside a 9 s delay: the app would be
+    // killed before its stop signal. The default stays, and a warning says
+    // why; so does one for a --grace-max past the pod's period.
+    let api = Api::start(&["--grace", "10"]);
+    let s = Scratch::new("k8s-delay");
+    let sa = api.service_account(&s);
+    let busy = Arc::new(AtomicBool::new(false));
+    let drain = drain_endpoint(&busy);
+    let addr = free_addr();
+    let flags = [
+        "--serve",
+        &addr,
+        "--pre-stop-delay",
+        "9s",
+        "--grace-max",
+        "30s",
+    ];
+    let mut d = in_pod(&api, &sa, &drain, &flags, &s).start();
+    s.wait_file("ready");
+    let k8s = wait_for("the pod's period in /status", PATIENCE, || {
+        let k8s = status(&addr)?["kubernetes"].clone();
+        (k8s["termination_grace_period_seconds"] == 10).then_some(k8s)
+    });
+    assert_eq!(k8s["grace_from"], "default", "{k8s}");
+    assert_eq!(k8s["grace_ms"], 25_000, "{k8s}");
+    let warnings = wait_for("both warnings", PATIENCE, || {
+        let stderr = d.stderr();
+        let lines: Vec<String> = stderr
+            .lines()
+            .filter(|l| l.contains("WARN") && l.contains("terminationGracePeriodSeconds"))
+            .map(str::to_string)
+            .collect();
+        (lines.len() >= 2).then_some(lines)
+    });
+    assert!(
+        warnings.iter().any(|l| l.contains("--pre-stop-delay")),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings.iter().any(|l| l.contains("--grace-max")),
+        "{warnings:?}"
+    );
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_code(), 0, "an idle app: drained after the delay");
+}
+
+#[test]
+fn a_read_refused_at_start_is_tried_again() {
+    // The RoleBinding came after the pod: the read at start gets a 403.
+    // Busy's patch goes out, then the read again, and the pod's grace is
+    // taken.
+    let api = Api::start(&["--grace", "10", "--statuses", "403"]);
+    let s = Scratch::new("k8s-read-again");
+    let sa = api.service_account(&s);
+    let busy = Arc::new(AtomicBool::new(true));
+    let drain = drain_endpoint(&busy);
+    let addr = free_addr();
+    let mut d = in_pod(&api, &sa, &drain, &["--serve", &addr], &s).start();
+    s.wait_file("ready");
+    let k8s = wait_for("the pod's grace in /status", PATIENCE, || {
+        let k8s = status(&addr)?["kubernetes"].clone();
+        (k8s["grace_from"] == "pod").then_some(k8s)
+    });
+    assert_eq!(k8s["grace_ms"], 8000, "10 s less 2 s");
+    assert_eq!(k8s["protected"], true);
+    let methods: Vec<Value> = api.requests().iter().map(|r| r["method"].clone()).collect();
+    assert_eq!(methods, ["GET", "PATCH", "GET"], "{:?}", api.requests());
+    assert_eq!(api.requests()[0]["status"], 403);
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_code(), 124, "busy to the deadline");
 }
 
 #[test]

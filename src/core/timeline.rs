@@ -432,8 +432,14 @@ impl Timeline {
         let Some(deadline) = stop.deadline.filter(|_| armed && at >= stop.since) else {
             return;
         };
-        let cap = stop.since + max;
-        let wanted = at.checked_add(by).unwrap_or(cap).min(cap);
+        // A cap past what an Instant holds is no cap.
+        let cap = stop.since.checked_add(max);
+        let wanted = match (at.checked_add(by), cap) {
+            (Some(w), Some(cap)) => w.min(cap),
+            (Some(w), None) => w,
+            (None, Some(cap)) => cap,
+            (None, None) => return,
+        };
         if wanted > deadline {
             stop.deadline = Some(wanted);
             self.timers.set(Timer::Deadline, Some(wanted));
@@ -1622,6 +1628,37 @@ mod tests {
         assert_eq!(tl.phase(), Phase::Draining { next_poll: None });
         let a = tl.handle(t(50), Event::NotifyReady { at: t(50) });
         assert_eq!(a, [Action::Ready { left: ms(2_000) }]);
+    }
+
+    #[test]
+    fn a_grace_max_past_what_an_instant_holds_does_not_panic() {
+        let mut tl = Timeline::new(base());
+        tl.set_grace_max(Some(Duration::MAX));
+        tl.handle(t(0), Event::Signal(TERM));
+        let a = tl.handle(
+            t(1_000),
+            Event::Extend {
+                at: t(1_000),
+                by: ms(20_000),
+            },
+        );
+        assert_eq!(
+            a,
+            [Action::Extended {
+                deadline: t(21_000),
+                first: true
+            }]
+        );
+        // Neither the cap nor the wish fits: the deadline stays.
+        let a = tl.handle(
+            t(2_000),
+            Event::Extend {
+                at: t(2_000),
+                by: Duration::MAX,
+            },
+        );
+        assert_eq!(a, []);
+        assert_eq!(tl.stop().unwrap().deadline, Some(t(21_000)));
     }
 
     #[test]

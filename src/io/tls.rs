@@ -4,10 +4,11 @@
 //! system roots, no way to skip the check) by the address's IP SAN, and
 //! drainit's own request bytes and response decoder over rustls's stream.
 //!
-//! The bounds are the HTTP client's (`io::http`): one deadline for the
-//! whole exchange (connect, handshake, request, answer), every socket read
-//! and write waits at most until it, and what the server sends passes the
-//! same `Decoder` with its `EXCHANGE_LIMIT`; rustls itself holds at most one
+//! The bounds: one deadline for the whole exchange (connect, handshake,
+//! request, answer), every socket read and write waits at most until it,
+//! and what the server sends passes the HTTP client's `Decoder` with the
+//! API server's larger bounds (`proto::k8s::API_BODY_LIMIT`, a pod can be
+//! over a MiB, and `API_EXCHANGE_LIMIT`); rustls itself holds at most one
 //! TLS record and one handshake message per direction. A server that
 //! dribbles, stalls after the handshake or sends without end costs a
 //! bounded amount of memory and at most the deadline.
@@ -32,7 +33,8 @@ use rustls::{ClientConfig, ClientConnection, RootCertStore, SignatureScheme};
 use webpki::ring as alg;
 
 use crate::proto::http::{Failure, Kind, Response};
-use crate::proto::http_decoder::{Decoder, Step, HEAD_LIMIT};
+use crate::proto::http_decoder::{Decoder, Limits, Step, HEAD_LIMIT};
+use crate::proto::k8s::{API_BODY_LIMIT, API_EXCHANGE_LIMIT};
 
 /// Largest CA bundle read (a few certificates during a CA rotation are a
 /// few KiB).
@@ -292,7 +294,14 @@ pub fn send(exchange: &Exchange) -> Result<(Response, Vec<u8>), Failure> {
         .write_all(exchange.request)
         .and_then(|()| stream.flush())
         .map_err(|e| failure(&e))?;
-    let mut decoder = Decoder::new(false);
+    let mut decoder = Decoder::with_limits(
+        false,
+        Limits {
+            exchange: API_EXCHANGE_LIMIT,
+            body: API_BODY_LIMIT,
+            ..Limits::DEFAULT
+        },
+    );
     let mut head = Vec::new();
     let mut chunk = [0u8; 8192];
     loop {

@@ -6,10 +6,11 @@
 //! what an answer means. No I/O: `io::k8s` reads the files and sends.
 //!
 //! Bounds: a request is at most `REQUEST_LIMIT` bytes (the token at most
-//! `TOKEN_LIMIT`, checked to be header-safe); a pod read keeps only the
-//! values it needs while serde_json walks the body (at most
-//! `http::BODY_LIMIT`), skipping the rest without building it, so a large
-//! or hostile pod costs no more than its bytes.
+//! `TOKEN_LIMIT`, checked to be header-safe); an answer's body is at most
+//! `API_BODY_LIMIT` (a pod can be far larger than the HTTP client's
+//! `http::BODY_LIMIT`); a pod read keeps only the values it needs while
+//! serde_json walks the body, skipping the rest without building it, so a
+//! large or hostile pod costs no more than its bytes.
 
 use std::fmt;
 use std::net::IpAddr;
@@ -29,6 +30,16 @@ pub const SAFE_TO_EVICT_KEY: &str = "cluster-autoscaler.kubernetes.io/safe-to-ev
 /// consolidating or drifting the node away.
 pub const DO_NOT_DISRUPT_KEY: &str = "karpenter.sh/do-not-disrupt";
 
+/// Longest `terminationGracePeriodSeconds` taken (a year, the bound of
+/// every duration option): a larger one is read as this.
+pub const PERIOD_LIMIT_SECONDS: u64 = 365 * 24 * 3_600;
+/// Largest body of an API server's answer: the `GET` and every `PATCH`
+/// answer with the whole pod, and etcd holds objects of up to about
+/// 1.5 MiB (sidecars, many variables, a large `last-applied` annotation).
+pub const API_BODY_LIMIT: usize = 2 * 1024 * 1024;
+/// Most bytes one exchange with the API server may read, head and framing
+/// included.
+pub const API_EXCHANGE_LIMIT: usize = API_BODY_LIMIT + 64 * 1024;
 /// Largest service-account token sent (projected tokens are about 1 KiB).
 pub const TOKEN_LIMIT: usize = 16 * 1024;
 /// Largest request, head and body.
@@ -533,8 +544,10 @@ pub fn backoff(failures: u32) -> Duration {
 /// the period less a margin of 10 % or 2 s, whichever is larger, and at
 /// least 1 s, so that drainit's own SIGKILL, the exit report and its last
 /// lines come before the kubelet's SIGKILL.
+/// The period is taken as at most `PERIOD_LIMIT_SECONDS`, the longest
+/// duration drainit accepts anywhere.
 pub fn pod_grace(period_seconds: u64) -> Duration {
-    let period = Duration::from_secs(period_seconds);
+    let period = Duration::from_secs(period_seconds.min(PERIOD_LIMIT_SECONDS));
     let margin = (period / 10).max(Duration::from_secs(2));
     period.saturating_sub(margin).max(Duration::from_secs(1))
 }
@@ -820,7 +833,10 @@ mod tests {
         assert_eq!(pod_grace(300), s(270));
         assert_eq!(pod_grace(2), s(1), "at least 1 s");
         assert_eq!(pod_grace(0), s(1));
-        assert!(pod_grace(u64::MAX / 2).as_secs() > 1);
+        let year = s(PERIOD_LIMIT_SECONDS);
+        assert_eq!(pod_grace(PERIOD_LIMIT_SECONDS), year - year / 10);
+        assert_eq!(pod_grace(PERIOD_LIMIT_SECONDS + 1), year - year / 10);
+        assert_eq!(pod_grace(u64::MAX), year - year / 10, "clamped to a year");
     }
 
     #[test]

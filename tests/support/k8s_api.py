@@ -16,9 +16,11 @@ the two requests drainit makes, GET and merge PATCH of
 
 Certificates are made at start with `trustme`: an RSA or a P-256 CA; the
 CA's PEM goes to DIR/ca.crt (what the pod's service-account directory
-holds). It can also present a certificate from another CA, or one without
+holds). The pod can be padded with a large annotation
+of someone else's (`--pad-kib`). It can also present a certificate from another CA, or one without
 the IP SAN, cap itself at TLS 1.2, and misbehave: answer a scripted status
-(401, 403, 404, 409, 422, 429 with Retry-After, 500), drop connections,
+(401, 403, 404, 409, 422, 429 with Retry-After, 500), drop connections
+(`drop`: unanswered; `lost`: a PATCH applied and its answer never sent),
 send an endless body, dribble its head, go silent after the handshake, or
 answer in plain HTTP without TLS.
 
@@ -28,8 +30,9 @@ The port is written to DIR/port once it listens.
 
     k8s_api.py --dir DIR [--ca rsa|p256] [--cert good|wrong-ca|no-ip-san]
                [--tls12] [--tokens T1,T2] [--namespace NS] [--pod NAME]
-               [--grace N] [--annotations JSON] [--statuses 401,200,...]
-               [--retry-after N] [--mode normal|drop|endless|dribble|silent|plaintext]
+               [--grace N] [--annotations JSON] [--pad-kib N] [--statuses 401,200,...]
+               [--retry-after N]
+               [--mode normal|drop|lost|endless|dribble|silent|plaintext]
 """
 
 import argparse
@@ -111,6 +114,9 @@ class Api:
             },
             "status": {"phase": "Running"},
         }
+        if args.pad_kib:
+            # Someone else's large annotation (a last-applied configuration).
+            self.pod["metadata"]["annotations"]["example.com/padding"] = "x" * (args.pad_kib * 1024)
         if not self.pod["metadata"]["annotations"]:
             del self.pod["metadata"]["annotations"]
         self.log = open(os.path.join(args.dir, "requests.jsonl"), "a", buffering=1)
@@ -270,6 +276,11 @@ def serve_one(api, raw, context):
                 pass
             return
         status, value, extra = api.answer(method, path, headers, body)
+        if mode == "lost" and method == "PATCH":
+            # Applied (or refused), and the answer never sent.
+            entry["status"] = f"lost {status}"
+            api.record(entry)
+            return
         entry["status"] = status
         api.record(entry)
         payload = json.dumps(value).encode()
@@ -300,9 +311,10 @@ def main():
     p.add_argument("--grace", type=int, default=30)
     p.add_argument("--annotations", default="{}")
     p.add_argument("--statuses", default="")
+    p.add_argument("--pad-kib", type=int, default=0)
     p.add_argument("--retry-after", type=int, default=2)
     p.add_argument("--mode", default="normal",
-                   choices=["normal", "drop", "endless", "dribble", "silent", "plaintext"])
+                   choices=["normal", "drop", "lost", "endless", "dribble", "silent", "plaintext"])
     args = p.parse_args()
 
     key = trustme.KeyType.RSA if args.ca == "rsa" else trustme.KeyType.ECDSA

@@ -4,7 +4,11 @@
 //! merge `PATCH` of `metadata.annotations` only (`proto::k8s::patch_body`).
 //! At start one `GET` of the pod takes the keys found as drainit's earlier
 //! state and the pod's `terminationGracePeriodSeconds` for the default
-//! `--grace` (`Backend::take_grace`). Only changes are sent; a failure
+//! `--grace` (`Backend::take_grace`), unless it would not outlast
+//! `--pre-stop-delay`; a failed read is sent again once no patch is due.
+//! Only changes are sent, and a patch without a clear answer (no answer, a
+//! 409, a 5xx) leaves what the pod holds unknown, so the next answer is
+//! sent whatever it is; a failure
 //! waits its backoff (a 429 at least its `Retry-After`), a 401 is retried
 //! once at once (the shell reads the token again for every request), and
 //! each failure is said in one line until it changes. The requests go out
@@ -33,11 +37,9 @@ pub const IDLE_HOLD: Duration = Duration::from_secs(30);
 /// The Kubernetes back-end, when `--k8s-protect` is on.
 pub fn from_config(config: &Config) -> Option<Protection> {
     let k8s = config.k8s.as_ref()?;
-    Some(Protection::new(
-        k8s,
-        config.timeline.grace,
-        config.grace_max,
-    ))
+    let mut protection = Protection::new(k8s, config.timeline.grace, config.grace_max);
+    protection.delay = config.timeline.pre_stop_delay;
+    Some(protection)
 }
 
 /// The request out.
@@ -89,6 +91,12 @@ pub struct Protection {
     period: Option<u64>,
     /// A grace read from the pod, not yet handed to the timeline.
     learnt: Option<Grace>,
+    /// The pod was read (its answer was a 2xx): until then, the read is
+    /// sent again whenever no patch is due.
+    pod_read: bool,
+    /// `--pre-stop-delay`: a grace from the pod must be longer (a stop
+    /// hook gets at most half of what is left after it, so it always fits).
+    delay: Duration,
 }
 
 impl Protection {
@@ -118,6 +126,8 @@ impl Protection {
             },
             period: None,
             learnt: None,
+            pod_read: false,
+            delay: Duration::ZERO,
         }
     }
 
@@ -173,6 +183,15 @@ impl Protection {
         };
         self.period = Some(period);
         let kill = Duration::from_secs(period);
+        if let Some(max) = self
+            .grace_max
+            .filter(|m| self.grace_max_given && *m >= kill)
+        {
+            warn!(
+                "--grace-max {} ms is not below the pod's terminationGracePeriodSeconds ({period} s): an extension past it ends in the kubelet's SIGKILL, and the exit report will be lost",
+                millis(max)
+            );
+        }
         match self.grace_from {
             GraceFrom::Option if self.grace.map_or(true, |g| g >= kill) => warn!(
                 "--grace {} is not below the pod's terminationGracePeriodSeconds ({period} s): the kubelet will kill the container first, and the exit report will be lost",
@@ -180,6 +199,13 @@ impl Protection {
                     .map_or("none".to_string(), |g| format!("{} ms", millis(g)))
             ),
             GraceFrom::Option => {}
+            _ if pod_grace(period) <= self.delay => warn!(
+                "the pod's terminationGracePeriodSeconds ({period} s) less its margin ({} ms) is not longer than --pre-stop-delay ({} ms): the app would be killed before it got its stop signal, so the grace stays {}",
+                millis(pod_grace(period)),
+                millis(self.delay),
+                self.grace
+                    .map_or("none".to_string(), |g| format!("{} ms", millis(g)))
+            ),
             _ => {
                 let grace = pod_grace(period);
                 let grace_max = match self.grace_max_given {
@@ -200,6 +226,17 @@ impl Protection {
         self.say(key, message);
     }
 
+    /// A patch whose fate is unknown (no answer, a 409, a 5xx, a 429, an
+    /// unexpected status): the API server may have applied it, so what the
+    /// pod holds is unknown and the next answer, busy or idle, is sent
+    /// again (a merge patch is idempotent). A clear refusal (401, 403, 404,
+    /// 400, 415, 422) changed nothing and keeps the state.
+    fn unknown_after(&mut self, sent: Option<Sent>) {
+        if let Some(Sent::Patch(_)) = sent {
+            self.on = None;
+        }
+    }
+
     fn say(&mut self, key: &str, message: &str) {
         if self.said.as_deref() != Some(key) {
             warn!(
@@ -217,7 +254,10 @@ impl Protection {
             info!("Kubernetes pod protection: the API server accepts drainit's requests again");
         }
         match sent {
-            Some(Sent::Read) => self.read(body),
+            Some(Sent::Read) => {
+                self.pod_read = true;
+                self.read(body)
+            }
             Some(Sent::Patch(busy)) => {
                 self.on = Some(busy);
                 match busy {
@@ -254,7 +294,10 @@ impl Backend for Protection {
             return None;
         }
         if self.on == Some(busy) {
-            return None; // it would change nothing
+            // A patch would change nothing; a read that failed at start
+            // (a RoleBinding made after the pod) is tried again, for the
+            // pod's grace. A stop polls no more, so it ends there.
+            return (!self.pod_read).then(|| self.request_for(Sent::Read));
         }
         Some(self.request_for(Sent::Patch(busy)))
     }
@@ -264,11 +307,16 @@ impl Backend for Protection {
         let response = match result {
             Ok(response) => response,
             Err(failure) => {
+                self.unknown_after(sent);
                 return self.failed(now, failure.kind(), &failure.to_string(), None);
             }
         };
         let status = response.status;
-        match verdict(&response, carried_retry_after(&response)) {
+        let verdict = verdict(&response, carried_retry_after(&response));
+        if matches!(verdict, Verdict::Retry { .. } | Verdict::Unexpected(_)) {
+            self.unknown_after(sent);
+        }
+        match verdict {
             Verdict::Applied => self.applied(sent, &response.body),
             Verdict::Unauthenticated if !self.retried => {
                 // The token is read again for every request: retry at once.
@@ -465,6 +513,66 @@ mod tests {
     }
 
     #[test]
+    fn a_patch_without_a_clear_answer_is_sent_again_whatever_comes_next() {
+        let t0 = Instant::now();
+        let later = t0 + Duration::from_secs(120);
+        let timeout = || Err(Failure::new(crate::proto::http::Kind::Timeout, "t"));
+        for lost in [
+            timeout(),
+            status(500),
+            status(409),
+            status(429),
+            status(302),
+        ] {
+            let mut p = Protection::new(&config(false), None, None);
+            p.start();
+            p.on_answer(ok("{}"), t0);
+            assert_eq!(p.on, Some(false));
+            p.request(true, t0).unwrap();
+            // Perhaps applied: the idle answer must go out, or busy's
+            // annotations could stay on an idle pod.
+            p.on_answer(lost, t0);
+            let idle = p.request(false, later).expect("idle is sent again");
+            assert_eq!(idle.body.unwrap(), patch_body(Managed::ALL, false, 1000));
+            p.on_answer(ok("{}"), later);
+            assert_eq!(p.on, Some(false));
+        }
+        // A clear refusal changed nothing: the state stays.
+        for refused in [403, 404, 422] {
+            let mut p = Protection::new(&config(false), None, None);
+            p.start();
+            p.on_answer(ok("{}"), t0);
+            p.request(true, t0).unwrap();
+            p.on_answer(status(refused), t0);
+            assert_eq!(p.on, Some(false), "{refused}");
+            assert_eq!(p.request(false, later), None, "{refused}");
+        }
+    }
+
+    #[test]
+    fn a_failed_read_is_tried_again_once_no_patch_is_due() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let mut p = Protection::new(&config(false), Some(s(25)), None);
+        p.start();
+        p.on_answer(status(403), t0);
+        // The state is unknown: busy's patch first.
+        let busy = p.request(true, t0 + s(2)).unwrap();
+        assert_eq!(busy.target.method, "PATCH");
+        p.on_answer(ok("{}"), t0 + s(2));
+        // Nothing to patch: the read again.
+        let read = p.request(true, t0 + s(3)).unwrap();
+        assert_eq!(read.target.method, "GET");
+        p.on_answer(status(403), t0 + s(3));
+        assert_eq!(p.request(true, t0 + s(3)), None, "its backoff");
+        let read = p.request(true, t0 + s(5)).unwrap();
+        assert_eq!(read.target.method, "GET");
+        p.on_answer(ok(BUSY_POD), t0 + s(5));
+        assert_eq!(p.take_grace(false).unwrap().grace, s(54));
+        assert_eq!(p.request(true, t0 + s(6)), None, "read once");
+    }
+
+    #[test]
     fn the_grace_comes_from_the_pod_unless_given() {
         let t0 = Instant::now();
         let mut p = Protection::new(&config(false), Some(Duration::from_secs(25)), None);
@@ -495,6 +603,32 @@ mod tests {
         given.on_answer(ok(BUSY_POD), t0);
         assert_eq!(given.take_grace(false), None);
         assert_eq!(given.k8s_report().unwrap().grace_from, "option");
+    }
+
+    #[test]
+    fn a_pod_grace_inside_the_pre_stop_delay_is_not_taken() {
+        let t0 = Instant::now();
+        let pod = |period: u64| {
+            ok(&format!(
+                r#"{{"spec":{{"terminationGracePeriodSeconds":{period}}}}}"#
+            ))
+        };
+        let mut p = Protection::new(&config(false), Some(Duration::from_secs(30)), None);
+        p.delay = Duration::from_secs(10);
+        p.start();
+        p.on_answer(pod(10), t0);
+        assert_eq!(p.take_grace(false), None, "8 s inside a 10 s delay");
+        let report = p.k8s_report().unwrap();
+        assert_eq!(
+            (report.grace_from, report.grace_ms),
+            ("default", Some(30_000))
+        );
+        // A period that leaves room after the delay is taken.
+        let mut q = Protection::new(&config(false), Some(Duration::from_secs(30)), None);
+        q.delay = Duration::from_secs(10);
+        q.start();
+        q.on_answer(pod(13), t0);
+        assert_eq!(q.take_grace(false).unwrap().grace, Duration::from_secs(11));
     }
 
     #[test]
