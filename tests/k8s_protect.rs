@@ -309,7 +309,17 @@ fn nothing_is_written_during_a_stop() {
     let sa = api.service_account(&s);
     let busy = Arc::new(AtomicBool::new(false));
     let drain = drain_endpoint(&busy);
-    let mut d = in_pod(&api, &sa, &drain, &["--grace", "4s"], &s).start();
+    // The pre-stop delay keeps the stop's first drain poll a second away
+    // from the signal, so the app is busy by then however loaded the
+    // machine (protection ends when the stop begins, before the delay).
+    let mut d = in_pod(
+        &api,
+        &sa,
+        &drain,
+        &["--grace", "6s", "--pre-stop-delay", "1s"],
+        &s,
+    )
+    .start();
     s.wait_file("ready");
     wait_for("the pod read", PATIENCE, || {
         (!api.requests().is_empty()).then_some(())
