@@ -156,52 +156,35 @@ pub fn render(status: Option<&Status>, now: Instant, unix_now: f64) -> Reply {
             );
         }
     }
+    // One platform protects at a time: its gauge and its requests by result.
     if let Some(k) = &s.summary.k8s {
-        p.one(
-            "drainit_k8s_protected",
-            "gauge",
-            "1 while the pod holds drainit's annotations (as the API server last accepted).",
-            Some(&u8::from(k.protected)),
-        );
-        p.family(
-            "drainit_k8s_requests_total",
-            "counter",
-            "Requests to the Kubernetes API server (the pod's read and patches), by result.",
-        );
-        let at = RequestKind::ALL
-            .iter()
-            .position(|k| *k == RequestKind::ProtectUpdate)
-            .unwrap_or(0);
-        for (j, result) in RESULTS.iter().enumerate() {
-            p.sample(
+        protection(
+            &mut p,
+            s,
+            k.protected,
+            (
+                "drainit_k8s_protected",
+                "1 while the pod holds drainit's annotations (as the API server last accepted).",
+            ),
+            (
                 "drainit_k8s_requests_total",
-                &format!("result=\"{result}\""),
-                &s.counters.requests[at][j],
-            );
-        }
+                "Requests to the Kubernetes API server (the pod's read and patches), by result.",
+            ),
+        );
     } else if let Some(on) = s.protected {
-        p.one(
-            "drainit_ecs_task_protected",
-            "gauge",
-            "1 while ECS task scale-in protection is on (as the agent last accepted).",
-            Some(&u8::from(on)),
-        );
-        p.family(
-            "drainit_ecs_protection_requests_total",
-            "counter",
-            "Task-protection updates sent to the ECS agent, by result.",
-        );
-        let at = RequestKind::ALL
-            .iter()
-            .position(|k| *k == RequestKind::ProtectUpdate)
-            .unwrap_or(0);
-        for (j, result) in RESULTS.iter().enumerate() {
-            p.sample(
+        protection(
+            &mut p,
+            s,
+            on,
+            (
+                "drainit_ecs_task_protected",
+                "1 while ECS task scale-in protection is on (as the agent last accepted).",
+            ),
+            (
                 "drainit_ecs_protection_requests_total",
-                &format!("result=\"{result}\""),
-                &s.counters.requests[at][j],
-            );
-        }
+                "Task-protection updates sent to the ECS agent, by result.",
+            ),
+        );
     }
     if let (Some(n), Some(kinds)) = (&s.summary.notify, s.notify_kinds) {
         p.family(
@@ -241,6 +224,23 @@ pub fn render(status: Option<&Status>, now: Instant, unix_now: f64) -> Reply {
         }
     }
     reply(p)
+}
+
+/// A protection platform's gauge (`on`) and its requests by result.
+fn protection(p: &mut Page, s: &Status, on: bool, gauge: (&str, &str), requests: (&str, &str)) {
+    p.one(gauge.0, "gauge", gauge.1, Some(&u8::from(on)));
+    p.family(requests.0, "counter", requests.1);
+    let at = RequestKind::ALL
+        .iter()
+        .position(|k| *k == RequestKind::ProtectUpdate)
+        .unwrap_or(0);
+    for (j, result) in RESULTS.iter().enumerate() {
+        p.sample(
+            requests.0,
+            &format!("result=\"{result}\""),
+            &s.counters.requests[at][j],
+        );
+    }
 }
 
 fn reply(p: Page) -> Reply {
