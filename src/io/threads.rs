@@ -1,8 +1,9 @@
 //! Threads drainit starts and how they wake the event loop.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use crate::core::event::Input;
 
@@ -90,30 +91,207 @@ impl Waker {
 /// (workers and the notify reader, never the loop).
 pub const INBOX_CAPACITY: usize = 256;
 
+/// The room an empty inbox keeps after a burst: a few inputs' worth.
+const KEEP_EMPTY: usize = 8;
+
+/// The inbox itself: a queue that grows as inputs come, up to
+/// `INBOX_CAPACITY`, and a loop end that may be gone. Not std's
+/// `sync_channel`, which writes all its slots up front (256 inputs, 44 kB
+/// of private memory for the process's whole life, however idle).
+struct Queue {
+    state: Mutex<Waiting>,
+    /// A sender that found the queue full waits here for room.
+    room: Condvar,
+    /// The loop waits here for an input (`recv_timeout`).
+    arrived: Condvar,
+}
+
+struct Waiting {
+    inputs: VecDeque<Input>,
+    /// The loop's end is gone: sends fail instead of waiting.
+    closed: bool,
+}
+
+impl Queue {
+    fn lock(&self) -> MutexGuard<'_, Waiting> {
+        // The queue stays whole whatever a panicking holder was doing.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
 /// The one way a worker thread hands the loop an input: the loop's inbox,
 /// and a wake-up.
 #[derive(Clone)]
 pub struct Outbox {
-    tx: SyncSender<Input>,
+    queue: Arc<Queue>,
     waker: Waker,
 }
 
-/// The loop's end of the inbox.
-pub type Inbox = Receiver<Input>;
+/// The loop's end of the inbox. Dropping it closes the inbox.
+pub struct Inbox {
+    queue: Arc<Queue>,
+}
 
 /// The inbox of the calling thread (the loop's).
 pub fn inbox() -> (Outbox, Inbox) {
-    let (tx, rx) = sync_channel(INBOX_CAPACITY);
+    let queue = Arc::new(Queue {
+        state: Mutex::new(Waiting {
+            inputs: VecDeque::new(),
+            closed: false,
+        }),
+        room: Condvar::new(),
+        arrived: Condvar::new(),
+    });
     let waker = Waker::for_this_thread();
-    (Outbox { tx, waker }, rx)
+    let outbox = Outbox {
+        queue: Arc::clone(&queue),
+        waker,
+    };
+    (outbox, Inbox { queue })
 }
 
 impl Outbox {
-    /// Hands `input` to the loop and wakes it; a loop that is gone (drainit
-    /// is exiting) is no error.
+    /// Hands `input` to the loop and wakes it, waiting while the inbox is
+    /// full; a loop that is gone (drainit is exiting) is no error.
     pub fn send(&self, input: Input) {
-        if self.tx.send(input).is_ok() {
-            self.waker.wake();
+        let mut waiting = self.queue.lock();
+        while waiting.inputs.len() >= INBOX_CAPACITY && !waiting.closed {
+            waiting = self
+                .queue
+                .room
+                .wait(waiting)
+                .unwrap_or_else(PoisonError::into_inner);
         }
+        if waiting.closed {
+            return;
+        }
+        waiting.inputs.push_back(input);
+        drop(waiting);
+        self.queue.arrived.notify_one();
+        self.waker.wake();
+    }
+}
+
+impl Inbox {
+    /// The oldest input waiting, if any; never waits.
+    pub fn try_recv(&self) -> Option<Input> {
+        let mut waiting = self.queue.lock();
+        let input = waiting.inputs.pop_front();
+        if waiting.inputs.is_empty() && waiting.inputs.capacity() > KEEP_EMPTY {
+            // After a burst: an idle loop keeps no room for it.
+            waiting.inputs.shrink_to(KEEP_EMPTY);
+        }
+        if input.is_some() {
+            drop(waiting);
+            self.queue.room.notify_one();
+        }
+        input
+    }
+
+    /// The oldest input, waiting for one at most `wait`.
+    pub fn recv_timeout(&self, wait: Duration) -> Option<Input> {
+        let until = Instant::now() + wait;
+        let mut waiting = self.queue.lock();
+        loop {
+            if let Some(input) = waiting.inputs.pop_front() {
+                drop(waiting);
+                self.queue.room.notify_one();
+                return Some(input);
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            waiting = self
+                .queue
+                .arrived
+                .wait_timeout(waiting, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+}
+
+impl Drop for Inbox {
+    fn drop(&mut self) {
+        let mut waiting = self.queue.lock();
+        waiting.closed = true;
+        // What waits is never taken now: give its memory back at once.
+        waiting.inputs = VecDeque::new();
+        drop(waiting);
+        self.queue.room.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input(pid: i32) -> Input {
+        Input::OrphanReaped { pid }
+    }
+
+    #[test]
+    fn inputs_come_in_order_and_nothing_is_written_before_they_come() {
+        let (outbox, inbox) = inbox();
+        assert_eq!(inbox.queue.lock().inputs.capacity(), 0);
+        for n in 0..3 {
+            outbox.send(input(n));
+        }
+        for n in 0..3 {
+            assert!(matches!(inbox.try_recv(), Some(Input::OrphanReaped { pid }) if pid == n));
+        }
+        assert!(inbox.try_recv().is_none());
+        let started = Instant::now();
+        assert!(inbox.recv_timeout(Duration::from_millis(30)).is_none());
+        assert!(started.elapsed() >= Duration::from_millis(30));
+    }
+
+    #[test]
+    fn a_full_inbox_holds_the_sender_until_the_loop_takes_one() {
+        let (outbox, inbox) = inbox();
+        for n in 0..INBOX_CAPACITY as i32 {
+            outbox.send(input(n));
+        }
+        let sent = Arc::new(AtomicBool::new(false));
+        let (done, late) = (Arc::clone(&sent), outbox.clone());
+        let sender = std::thread::spawn(move || {
+            late.send(input(999));
+            done.store(true, Ordering::Release);
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!sent.load(Ordering::Acquire), "sent past the bound");
+        assert_eq!(inbox.queue.lock().inputs.len(), INBOX_CAPACITY);
+        assert!(inbox.try_recv().is_some());
+        sender.join().unwrap();
+        assert!(sent.load(Ordering::Acquire));
+        assert_eq!(inbox.queue.lock().inputs.len(), INBOX_CAPACITY);
+        // Emptied, the inbox gives the burst's room back.
+        while inbox.try_recv().is_some() {}
+        assert!(inbox.queue.lock().inputs.capacity() <= KEEP_EMPTY);
+    }
+
+    #[test]
+    fn a_sender_waiting_on_a_full_inbox_returns_when_the_loop_is_gone() {
+        let (outbox, inbox) = inbox();
+        for n in 0..INBOX_CAPACITY as i32 {
+            outbox.send(input(n));
+        }
+        let sender = std::thread::spawn(move || outbox.send(input(999)));
+        std::thread::sleep(Duration::from_millis(20));
+        drop(inbox);
+        sender.join().unwrap();
+    }
+
+    #[test]
+    fn recv_timeout_returns_what_another_thread_sends() {
+        let (outbox, inbox) = inbox();
+        let sender = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            outbox.send(input(7));
+        });
+        let got = inbox.recv_timeout(Duration::from_secs(20));
+        assert!(matches!(got, Some(Input::OrphanReaped { pid: 7 })));
+        sender.join().unwrap();
     }
 }

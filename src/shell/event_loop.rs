@@ -79,7 +79,7 @@ pub fn drive(
         // SIGCHLD, maybe this one.
         let mut handed = false;
         while machine.outcome().is_none() {
-            let Ok(input) = inbox.try_recv() else { break };
+            let Some(input) = inbox.try_recv() else { break };
             step(machine, exec, shell, input);
             handed = true;
         }

@@ -117,7 +117,7 @@ fn turns(
     loop {
         // Nobody reads results now, but the notify reader must never wait
         // for a full inbox (an app in a blocking sd_notify would).
-        while inbox.try_recv().is_ok() {}
+        while inbox.try_recv().is_some() {}
         if let Some(ended) = shell.child_status {
             error!("main child ended ({ended:?}) after the event loop failed; exiting");
             return rules::child_outcome(last.kill, ended);

@@ -231,7 +231,7 @@ fn start_listener(config: &Config, listener: TcpListener) -> Option<Publisher> {
 /// Hands the core the notify messages read before the flush marker.
 fn take_notify_until_flushed(core: &mut Machine<'_>, inbox: &Inbox, wait: Duration) {
     let until = Instant::now() + wait;
-    while let Ok(input) = inbox.recv_timeout(until.saturating_duration_since(Instant::now())) {
+    while let Some(input) = inbox.recv_timeout(until.saturating_duration_since(Instant::now())) {
         match input {
             Input::NotifyFlushed => return,
             Input::Notify(_) => core.handle(Instant::now(), input),
