@@ -24,10 +24,13 @@ pub fn main() -> ExitCode {
     crate::io::http::install_panic_hook();
     let name = Name::of(std::env::args_os().next().as_deref());
     let usage_error = ExitCode::from(name.usage_error_code());
-    let mut config = match configure(name) {
-        Ok(config) => config,
+    // clap's burst comes from the start-up arena, whose pages go back to
+    // the kernel once the configuration is copied out (see `io/arena.rs`).
+    let mut config = match crate::io::arena::scratch(|| configure(name)) {
+        Ok(parsed) => Box::new(Config::clone(&parsed)),
         Err(code) => return code,
     };
+    crate::io::arena::release();
     if config.compat.leave_start_directory {
         anchor_paths(&mut config);
     }

@@ -1,39 +1,52 @@
-//! The start-up allocator: the first allocations (command-line parsing,
-//! configuration, logger set-up) come from a small static arena and are
-//! never freed; everything after it spills over to the system allocator.
+//! The start-up allocator: while the command line is read (`scratch`),
+//! allocations come from a static arena by bump; everything else, before
+//! and after, goes to the system allocator. Once nothing from the arena
+//! is live, `release` hands its pages back to the kernel.
 //!
 //! Why: musl's allocator hands memory back to the kernel eagerly, so the
-//! burst of short-lived allocations clap makes at start-up cost ~40
-//! mmap/munmap calls and their TLB flushes, which made `drainit -- app`
-//! start measurably slower than tini. A bump arena turns them into pointer
-//! arithmetic. Only the binary installs it (see `main.rs`).
+//! burst of short-lived allocations clap makes at start-up would cost
+//! dozens of mmap/munmap calls and their TLB flushes, which made
+//! `drainit -- app` start measurably slower than tini. A bump arena turns
+//! them into pointer arithmetic; releasing it keeps that burst out of the
+//! idle process's private memory. Only the binary installs it (see
+//! `main.rs`), and `app::main` opens the window around the parse, copies
+//! the configuration out of it, and releases it.
+//!
+//! Arena memory is never handed out twice: a block is freed by counting
+//! it (`LIVE`), never by reusing its bytes, and the pages are given back
+//! only when the count is zero. So whatever a window leaves live (a block
+//! the parse kept somewhere), the arena simply stays: a release that
+//! cannot happen is memory, never a fault.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-const SIZE: usize = 64 * 1024;
+/// The whole block: `.bss`, so the pages the parse never touches cost
+/// nothing. clap's burst for drainit's options is about 100 KiB.
+const SIZE: usize = 160 * 1024;
+const PAGE: usize = 4096;
 
-/// The block and its bump counter, together: every `StartupArena` value
-/// is a handle to this one block, so two handles can never hand out the
-/// same bytes.
-#[repr(C, align(64))]
-struct Space {
-    bytes: UnsafeCell<[u8; SIZE]>,
-    used: AtomicUsize,
-}
+/// The block, page-aligned so that `release` can give back whole pages
+/// that no neighbour shares.
+#[repr(C, align(4096))]
+struct Space(UnsafeCell<[u8; SIZE]>);
 
-// SAFETY: disjoint regions are handed out by the one atomic bump counter,
-// so no two allocations ever alias.
+// SAFETY: disjoint regions are handed out through the one atomic bump
+// counter, so no two blocks ever alias.
 unsafe impl Sync for Space {}
 
-static SPACE: Space = Space {
-    bytes: UnsafeCell::new([0; SIZE]),
-    used: AtomicUsize::new(0),
-};
+static SPACE: Space = Space(UnsafeCell::new([0; SIZE]));
+/// The offset of the block's next free byte.
+static TOP: AtomicUsize = AtomicUsize::new(0);
+/// Arena blocks handed out and not yet freed.
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+/// While set (`scratch`), allocations come from the arena.
+static OPEN: AtomicBool = AtomicBool::new(false);
 
-/// Bump allocation from the static arena, then the system allocator. A
-/// handle: every value shares the one block and its counter.
+/// Bump allocation from the static arena while a window is open, else
+/// the system allocator. A handle: every value shares the one block and
+/// its counters.
 pub struct StartupArena {
     _handle: (),
 }
@@ -46,32 +59,43 @@ impl StartupArena {
     /// The block's first byte. Arena pointers are derived from this one
     /// (never made from integers), so Miri's strict provenance can check them.
     fn base() -> *mut u8 {
-        SPACE.bytes.get().cast::<u8>()
+        SPACE.0.get().cast::<u8>()
     }
 
-    fn owns(ptr: *mut u8) -> bool {
-        let base = Self::base() as usize;
-        (base..base + SIZE).contains(&(ptr as usize))
+    /// The offset of `ptr` in the block, if it is an arena pointer.
+    fn offset(ptr: *mut u8) -> Option<usize> {
+        let at = (ptr as usize).wrapping_sub(Self::base() as usize);
+        (at < SIZE).then_some(at)
     }
 
-    fn bump(&self, layout: Layout) -> Option<*mut u8> {
+    fn bump(layout: Layout) -> Option<*mut u8> {
         let base = Self::base() as usize;
-        let mut used = SPACE.used.load(Ordering::Relaxed);
+        let mut top = TOP.load(Ordering::Relaxed);
         loop {
-            let start = (base + used).next_multiple_of(layout.align()) - base;
+            let start = (base + top).checked_next_multiple_of(layout.align())? - base;
             let end = start.checked_add(layout.size())?;
             if end > SIZE {
                 return None;
             }
-            match SPACE
-                .used
-                .compare_exchange_weak(used, end, Ordering::Relaxed, Ordering::Relaxed)
-            {
-                // `start + size <= SIZE`: in bounds of the block.
-                Ok(_) => return Some(Self::base().wrapping_add(start)),
-                Err(now) => used = now,
+            match TOP.compare_exchange_weak(top, end, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => {
+                    LIVE.fetch_add(1, Ordering::Relaxed);
+                    // `start + size <= SIZE`: in bounds of the block.
+                    return Some(Self::base().wrapping_add(start));
+                }
+                Err(seen) => top = seen,
             }
         }
+    }
+
+    /// Grows the last block handed out where it stands (a vector that
+    /// grows at the end of the arena): its new bytes were never handed out.
+    fn grow_in_place(at: usize, old: usize, new: usize) -> bool {
+        let Some(end) = at.checked_add(new).filter(|&end| end <= SIZE) else {
+            return false;
+        };
+        TOP.compare_exchange(at + old, end, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
     }
 }
 
@@ -81,88 +105,238 @@ impl Default for StartupArena {
     }
 }
 
-// SAFETY: arena pointers are unique and in bounds; everything else is
-// System's, returned to System.
+// SAFETY: arena blocks are in bounds and handed out once (their bytes are
+// never reused); everything else is System's, returned to System.
 unsafe impl GlobalAlloc for StartupArena {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        match self.bump(layout) {
+        let arena = if OPEN.load(Ordering::Relaxed) {
+            Self::bump(layout)
+        } else {
+            None
+        };
+        match arena {
             Some(ptr) => ptr,
             None => System.alloc(layout),
         }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        match self.bump(layout) {
-            // The arena is zeroed static memory, and never reused.
+        let arena = if OPEN.load(Ordering::Relaxed) {
+            Self::bump(layout)
+        } else {
+            None
+        };
+        match arena {
+            // Zeroed static memory, never handed out before (a released
+            // page comes back zero-filled too).
             Some(ptr) => ptr,
             None => System.alloc_zeroed(layout),
         }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // Arena memory is never reused: start-up allocations are few.
-        if !Self::owns(ptr) {
+        if Self::offset(ptr).is_some() {
+            LIVE.fetch_sub(1, Ordering::Relaxed);
+        } else {
             System.dealloc(ptr, layout);
         }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if !Self::owns(ptr) {
+        let Some(at) = Self::offset(ptr) else {
             return System.realloc(ptr, layout, new_size);
+        };
+        // Smaller: the block stays, its tail unused (never handed out again).
+        if new_size <= layout.size()
+            || (OPEN.load(Ordering::Relaxed)
+                && Self::grow_in_place(at, layout.size(), new_size))
+        {
+            return ptr;
         }
         let new_layout = Layout::from_size_align_unchecked(new_size, layout.align());
         let new = self.alloc(new_layout);
         if !new.is_null() {
-            std::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size));
+            std::ptr::copy_nonoverlapping(ptr, new, layout.size());
+            self.dealloc(ptr, layout);
         }
         new
     }
+}
+
+/// Runs `f` with its allocations (and those of any thread meanwhile) in the
+/// arena, while it has room.
+pub fn scratch<T>(f: impl FnOnce() -> T) -> T {
+    /// Closes the window even when `f` panics.
+    struct Close;
+    impl Drop for Close {
+        fn drop(&mut self) {
+            OPEN.store(false, Ordering::Relaxed);
+        }
+    }
+    OPEN.store(true, Ordering::Relaxed);
+    let _close = Close;
+    f()
+}
+
+/// Hands the pages the arena's blocks touched back to the kernel when none
+/// of them is live and no window is open; returns the bytes given back.
+/// The arena's bytes are never handed out again.
+pub fn release() -> usize {
+    if OPEN.load(Ordering::Relaxed) || LIVE.load(Ordering::Relaxed) != 0 {
+        return 0;
+    }
+    let used = TOP.load(Ordering::Relaxed).next_multiple_of(PAGE).min(SIZE);
+    if used == 0 {
+        return 0;
+    }
+    #[cfg(not(miri))]
+    // SAFETY: whole pages of the arena's private anonymous memory (the
+    // block is page-aligned and a whole number of pages), where no block
+    // is live; MADV_DONTNEED zero-fills them on a next touch.
+    unsafe {
+        if libc::madvise(StartupArena::base().cast(), used, libc::MADV_DONTNEED) != 0 {
+            return 0;
+        }
+    }
+    used
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    // The arena is one block for the process: the tests share it, and
+    // take turns. (The test binary's own allocator is System's.)
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    fn layout(size: usize, align: usize) -> Layout {
+        Layout::from_size_align(size, align).unwrap()
+    }
+
+    fn is_arena(ptr: *mut u8) -> bool {
+        StartupArena::offset(ptr).is_some()
+    }
+
     #[test]
-    fn bumps_then_spills_over() {
+    fn only_a_window_bumps_and_a_full_arena_spills_over() {
+        let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
         let arena = StartupArena::new();
         // SAFETY: test allocations with valid layouts, freed with the same.
         unsafe {
-            let a = arena.alloc(Layout::from_size_align(10, 8).unwrap());
-            let b = arena.alloc(Layout::from_size_align(10, 64).unwrap());
-            assert!(StartupArena::owns(a) && StartupArena::owns(b));
+            let outside = arena.alloc(layout(10, 8));
+            assert!(!is_arena(outside), "no window: from System");
+            let (a, b, big) = scratch(|| {
+                let a = arena.alloc(layout(10, 8));
+                let b = arena.alloc(layout(10, 64));
+                let big = arena.alloc(layout(SIZE, 8));
+                (a, b, big)
+            });
+            assert!(is_arena(a) && is_arena(b));
             assert_eq!(b as usize % 64, 0);
             assert!(b as usize >= a as usize + 10);
-            let c = arena.realloc(a, Layout::from_size_align(10, 8).unwrap(), 100);
-            assert!(StartupArena::owns(c));
-            let big = Layout::from_size_align(SIZE, 8).unwrap();
-            let d = arena.alloc(big);
-            assert!(
-                !d.is_null() && !StartupArena::owns(d),
-                "too big for what is left: from System"
-            );
-            arena.dealloc(d, big);
-            arena.dealloc(b, Layout::from_size_align(10, 64).unwrap());
+            assert!(!big.is_null() && !is_arena(big), "too big: from System");
+            for (ptr, l) in [
+                (outside, layout(10, 8)),
+                (a, layout(10, 8)),
+                (b, layout(10, 64)),
+                (big, layout(SIZE, 8)),
+            ] {
+                arena.dealloc(ptr, l);
+            }
         }
     }
 
     #[test]
-    fn two_handles_never_hand_out_the_same_bytes() {
-        let (one, two) = (StartupArena::new(), StartupArena::default());
-        let layout = Layout::from_size_align(32, 8).unwrap();
-        // SAFETY: test allocations with a valid layout, written in full.
+    fn the_last_block_grows_in_place_and_others_move() {
+        let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+        let arena = StartupArena::new();
+        // SAFETY: test allocations with valid layouts, freed with the same.
         unsafe {
-            let a = one.alloc(layout);
-            let b = two.alloc(layout);
-            assert!(StartupArena::owns(a) && StartupArena::owns(b));
-            let (a0, b0) = (a as usize, b as usize);
-            assert!(
-                a0 + 32 <= b0 || b0 + 32 <= a0,
-                "{a0:#x} and {b0:#x} overlap"
-            );
-            std::ptr::write_bytes(a, 0xaa, 32);
-            std::ptr::write_bytes(b, 0xbb, 32);
-            assert_eq!(*a.add(31), 0xaa, "b's writes reached a");
+            scratch(|| {
+                let a = arena.alloc(layout(16, 8));
+                a.write_bytes(7, 16);
+                let b = arena.alloc(layout(16, 8));
+                let grown = arena.realloc(b, layout(16, 8), 64);
+                assert_eq!(grown, b, "the last block grows where it is");
+                let moved = arena.realloc(a, layout(16, 8), 64);
+                assert!(is_arena(moved) && moved != a);
+                assert_eq!(*moved.add(15), 7, "its bytes came along");
+                assert!(
+                    (16..64).all(|i| *moved.add(i) == 0),
+                    "never handed out before: zero"
+                );
+                let shrunk = arena.realloc(moved, layout(64, 8), 8);
+                assert_eq!(shrunk, moved, "a smaller block stays");
+                arena.dealloc(shrunk, layout(8, 8));
+                arena.dealloc(grown, layout(64, 8));
+            });
         }
+    }
+
+    #[test]
+    fn a_live_block_keeps_the_pages_and_none_gives_them_back() {
+        let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+        let arena = StartupArena::new();
+        // SAFETY: test allocations with valid layouts, freed with the same.
+        unsafe {
+            let (burst, kept) = scratch(|| {
+                let burst: Vec<*mut u8> = (0..50).map(|_| arena.alloc(layout(600, 8))).collect();
+                (burst, arena.alloc(layout(48, 8)))
+            });
+            assert!(is_arena(kept));
+            kept.write_bytes(1, 48);
+            for block in burst {
+                block.write_bytes(9, 600);
+                arena.dealloc(block, layout(600, 8));
+            }
+            assert_eq!(release(), 0, "a block is live");
+            assert!((0..48).all(|i| *kept.add(i) == 1));
+            arena.dealloc(kept, layout(48, 8));
+            assert!(scratch(release) == 0, "not while a window is open");
+            let given = release();
+            assert!(given >= 7 * PAGE, "the burst's pages: {given}");
+            if !cfg!(miri) {
+                assert_eq!(*kept, 0, "given back: zero-filled");
+            }
+            // A later window bumps on: nothing is handed out twice.
+            let next = scratch(|| arena.alloc(layout(8, 8)));
+            assert!(next as usize >= kept as usize + 48);
+            arena.dealloc(next, layout(8, 8));
+        }
+    }
+
+    #[test]
+    fn threads_get_disjoint_blocks() {
+        let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+        scratch(|| {
+            let workers: Vec<_> = (0..4u8)
+                .map(|n| {
+                    std::thread::spawn(move || {
+                        let arena = StartupArena::new();
+                        let mut mine = Vec::new();
+                        for _ in 0..100 {
+                            // SAFETY: a valid layout, written in full, freed
+                            // with the same layout below.
+                            unsafe {
+                                let p = arena.alloc(layout(24, 8));
+                                p.write_bytes(n, 24);
+                                mine.push(p as usize);
+                            }
+                        }
+                        for p in mine {
+                            let p = p as *mut u8;
+                            // SAFETY: as above.
+                            unsafe {
+                                assert!((0..24).all(|i| *p.add(i) == n), "another wrote here");
+                                arena.dealloc(p, layout(24, 8));
+                            }
+                        }
+                    })
+                })
+                .collect();
+            for w in workers {
+                w.join().unwrap();
+            }
+        });
     }
 }

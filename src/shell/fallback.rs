@@ -26,7 +26,9 @@ use crate::shell::event_loop::{drive, Shell};
 use crate::shell::executor::{kill_child, Executor};
 
 /// Takes over from the failed core `old`; returns the outcome, and the
-/// fallback's core when it has one to report from.
+/// fallback's core when it has one to report from. Never inlined: its
+/// frame is on the stack only after a panic.
+#[inline(never)]
 pub fn run<'a>(
     config: &'a Config,
     old: &mut Machine<'_>,
@@ -34,7 +36,7 @@ pub fn run<'a>(
     signals: &Handled,
     inbox: &Inbox,
     shell: &mut Shell,
-) -> (Outcome, Option<Machine<'a>>) {
+) -> (Outcome, Option<Box<Machine<'a>>>) {
     if let Some(outcome) = catch_unwind(AssertUnwindSafe(|| old.outcome())).unwrap_or(None) {
         return (outcome, None);
     }
@@ -50,7 +52,13 @@ pub fn run<'a>(
         // The stop signal the fresh core sends now, if the app never got it.
         let resent = old.stop().filter(|_| !exec.stop_sent).map(|s| s.signal);
         let child = shell.child_status;
-        let machine = fresh.insert(Machine::fallback(config, old, exec.stop_sent, child, now));
+        let machine = fresh.insert(Box::new(Machine::fallback(
+            config,
+            old,
+            exec.stop_sent,
+            child,
+            now,
+        )));
         if let Some(r) = in_hand.filter(|r| r.from_outside() && resent != Some(r.signo)) {
             machine.handle(now, Input::Signal(r.signo));
         }

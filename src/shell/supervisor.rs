@@ -29,6 +29,10 @@ use crate::shell::lanes;
 use crate::shell::publish::Publisher;
 
 /// Starts the child and supervises it until the run is over.
+///
+/// In two steps that are never inlined here, so that their frames are not
+/// on the stack together: a stack page touched once stays in the idle
+/// process's private memory for its whole life.
 pub fn run(
     config: &Config,
     signals: Handled,
@@ -36,6 +40,31 @@ pub fn run(
     listener: Option<TcpListener>,
 ) -> (Outcome, RunSummary) {
     let started = Instant::now();
+    match start(config, inherited, listener) {
+        Ok(run) => supervise(config, &signals, run, started),
+        Err(outcome) => (outcome, RunSummary::default()),
+    }
+}
+
+/// What `start` hands the supervision: the child and the threads and
+/// channels around it.
+struct Started {
+    pid: i32,
+    outbox: threads::Outbox,
+    inbox: Inbox,
+    publisher: Option<Publisher>,
+    /// The notify socket's address, when drainit reads one.
+    address: Option<std::ffi::OsString>,
+}
+
+/// Everything before the child, then the child: the notify socket, the
+/// threads drainit needs, the listener. Or why the run ends here.
+#[inline(never)]
+fn start(
+    config: &Config,
+    inherited: &'static Inherited,
+    listener: Option<TcpListener>,
+) -> Result<Started, Outcome> {
     // The notify socket exists before the child, which finds it in
     // NOTIFY_SOCKET; a socket that cannot be bound ends drainit here.
     let socket = match &config.notify {
@@ -48,10 +77,7 @@ pub fn run(
                     "cannot bind the notify socket{}: {e}",
                     at.map(|p| format!(" at {p}")).unwrap_or_default()
                 );
-                return (
-                    Outcome::SpawnFailed(SpawnFailure::Other),
-                    RunSummary::default(),
-                );
+                return Err(Outcome::SpawnFailed(SpawnFailure::Other));
             }
         },
     };
@@ -107,52 +133,89 @@ pub fn run(
         Ok(pid) => pid,
         Err(e) => {
             log::error!("cannot run {:?}: {}", config.program, e.source);
-            return (Outcome::SpawnFailed(e.failure), RunSummary::default());
+            return Err(Outcome::SpawnFailed(e.failure));
         }
     };
     child.store(pid, Ordering::Relaxed);
     debug!("started {:?} as pid {pid}", config.program);
+    Ok(Started {
+        pid,
+        outbox,
+        inbox,
+        publisher,
+        address,
+    })
+}
+
+/// The child's supervision, from the core's start to the summary.
+#[inline(never)]
+fn supervise(
+    config: &Config,
+    signals: &Handled,
+    run: Started,
+    started: Instant,
+) -> (Outcome, RunSummary) {
+    let Started {
+        pid,
+        outbox,
+        inbox,
+        publisher,
+        address,
+    } = run;
     let mut exec = Executor::new(config, pid, outbox);
     let mut shell = Shell::default();
     shell.publisher = publisher;
+    let mut machine = new_core(config, pid, started);
+    // PID 1 must not die of its own bug: a panic in the loop (the release
+    // profile unwinds) leaves the child to the fallback.
+    let looped = catch_unwind(AssertUnwindSafe(|| {
+        drive(&mut machine, &mut exec, signals, &inbox, &mut shell, true)
+    }));
+    let (outcome, mut fallback_machine) = match looped {
+        Ok(outcome) => (outcome, None),
+        Err(_) => fallback::run(config, &mut machine, &mut exec, signals, &inbox, &mut shell),
+    };
+    // No command outlives drainit, whatever ended the run.
+    exec.kill_all_runs("drainit is exiting");
+    let core = fallback_machine.as_deref_mut().unwrap_or(&mut machine);
+    let summary = wind_up(config, core, &mut shell, &inbox, address.as_ref(), pid);
+    (outcome, summary)
+}
+
+/// The core for the run. Built inside a guard: should building it fail, a
+/// minimal one (no sources, no ECS) keeps the child supervised.
+#[inline(never)]
+fn new_core(config: &Config, pid: i32, started: Instant) -> Machine<'_> {
     let pid1 = std::process::id() == 1;
-    // Built inside the guard too: should building the core fail, a
-    // minimal one (no sources, no ECS) keeps the child supervised.
-    let mut machine = catch_unwind(AssertUnwindSafe(|| {
+    catch_unwind(AssertUnwindSafe(|| {
         Machine::new(config, pid, pid1, started)
     }))
     .unwrap_or_else(|_| {
         error!("the event loop failed to start; only forwarding signals and reaping");
         Machine::minimal(config, pid, pid1, started)
-    });
-    // PID 1 must not die of its own bug: a panic in the loop (the release
-    // profile unwinds) leaves the child to the fallback.
-    let looped = catch_unwind(AssertUnwindSafe(|| {
-        drive(&mut machine, &mut exec, &signals, &inbox, &mut shell, true)
-    }));
-    let (outcome, mut fallback_machine) = match looped {
-        Ok(outcome) => (outcome, None),
-        Err(_) => fallback::run(
-            config,
-            &mut machine,
-            &mut exec,
-            &signals,
-            &inbox,
-            &mut shell,
-        ),
-    };
-    // No command outlives drainit, whatever ended the run.
-    exec.kill_all_runs("drainit is exiting");
-    let core = fallback_machine.as_mut().unwrap_or(&mut machine);
+    })
+}
+
+/// After the loop: the last health state, the app's last notify messages,
+/// and the summary for the exit report.
+#[inline(never)]
+fn wind_up(
+    config: &Config,
+    core: &mut Machine<'_>,
+    shell: &mut Shell,
+    inbox: &Inbox,
+    address: Option<&std::ffi::OsString>,
+    pid: i32,
+) -> RunSummary {
     if let Some(publisher) = &mut shell.publisher {
         let _ = catch_unwind(AssertUnwindSafe(|| publisher.finish(core)));
     }
-    if let Some(address) = &address {
+    if let Some(address) = address {
         // What the app sent just before it ended still counts.
         if notify::send_flush(address) {
             let wait = Duration::from_millis(200);
             let _ = catch_unwind(AssertUnwindSafe(|| {
-                take_notify_until_flushed(core, &inbox, wait)
+                take_notify_until_flushed(core, inbox, wait)
             }));
         }
         if let Some(path) = config.notify.as_ref().and_then(|n| n.socket.as_ref()) {
@@ -168,7 +231,7 @@ pub fn run(
     summary.child_status = summary.child_status.or(shell.child_status);
     summary.stop_trigger = summary.stop_trigger.or(shell.trigger);
     summary.orphans_reaped += shell.orphans;
-    (outcome, summary)
+    summary
 }
 
 /// Called `dumb-init`: drainit moves to `/` (`/proc/1/cwd` is `/`), so a
