@@ -148,8 +148,7 @@ unsafe impl GlobalAlloc for StartupArena {
         };
         // Smaller: the block stays, its tail unused (never handed out again).
         if new_size <= layout.size()
-            || (OPEN.load(Ordering::Relaxed)
-                && Self::grow_in_place(at, layout.size(), new_size))
+            || (OPEN.load(Ordering::Relaxed) && Self::grow_in_place(at, layout.size(), new_size))
         {
             return ptr;
         }
