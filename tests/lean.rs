@@ -85,3 +85,61 @@ fn idle_private_memory_stays_small() {
         }
     }
 }
+
+/// The threads of `pid` by name, sorted.
+fn threads(pid: i32) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .expect("task")
+        .filter_map(|t| {
+            let comm = t.ok()?.path().join("comm");
+            Some(std::fs::read_to_string(comm).ok()?.trim().to_string())
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+/// Only the threads a configuration needs run beside the app: the loop and
+/// the log writer (none when no line can come), plus one poll thread for
+/// one drain URL (its host name check at start runs on that thread, not on
+/// a second one).
+#[test]
+fn threads_beside_the_app_are_those_the_configuration_needs() {
+    let cases: [(&[&str], &[&str]); 5] = [
+        (&[], &["drainit", "drainit-log"]),
+        // Silent: no line can come, no writer.
+        (&["DRAINIT_VERBOSE=0"], &["drainit"]),
+        (&["DRAINIT_VERBOSE=0", "--emf"], &["drainit", "drainit-log"]),
+        (
+            &["--drain-url", "http://127.0.0.1:9/drain"],
+            &["drainit", "drainit-log", "drainit-poll"],
+        ),
+        (
+            &["--drain-url", "http://localhost:9/drain"],
+            &["drainit", "drainit-log", "drainit-poll"],
+        ),
+    ];
+    for build in [Build::Static, Build::Glibc] {
+        for (extra, expected) in cases {
+            let scratch = Scratch::new("lean-threads");
+            let (vars, flags): (Vec<&str>, Vec<&str>) = extra.iter().partition(|a| a.contains('='));
+            let mut args: Vec<String> = flags.iter().map(|s| s.to_string()).collect();
+            args.extend(sh(&scratch, "touch \"$D/ready\"; exec sleep 60"));
+            let mut launch = drainit(Vec::<String>::new())
+                .with_args(args)
+                .binary(&built(build));
+            for var in vars {
+                let (key, value) = var.split_once('=').unwrap();
+                launch = launch.env(key, value);
+            }
+            let d = launch.start();
+            scratch.wait_file("ready");
+            let pid = d.pid();
+            // The host check at start has run (or is running) by now; a
+            // thread started for it would show up within this moment.
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            assert_eq!(threads(pid), expected, "{build:?} {extra:?}");
+            d.signal(libc::SIGKILL);
+        }
+    }
+}

@@ -15,7 +15,9 @@ pub type Job = Box<dyn FnOnce() + Send>;
 struct State {
     jobs: VecDeque<Job>,
     threads: usize,
-    idle: usize,
+    /// Threads running a job now. The others take the queued jobs, one
+    /// each: a thread counts as free from its start, before it first waits.
+    busy: usize,
 }
 
 /// A pool of at most `size` threads named `name`.
@@ -34,7 +36,7 @@ impl Pool {
             state: Mutex::new(State {
                 jobs: VecDeque::new(),
                 threads: 0,
-                idle: 0,
+                busy: 0,
             }),
             ready: Condvar::new(),
         }
@@ -70,13 +72,15 @@ impl Pool {
         Ok(())
     }
 
-    /// Queues `job`; starts a thread for it if none is idle and the pool
-    /// has room. Err when no thread could be started and none exists to
-    /// run it later: the job is dropped (the caller reports the failure).
+    /// Queues `job`; starts a thread for it if every thread has a job
+    /// (running or queued) and the pool has room. Err when no thread could
+    /// be started and none exists to run it later: the job is dropped (the
+    /// caller reports the failure).
     pub fn submit(&'static self, job: Job) -> std::io::Result<()> {
         let mut state = self.lock();
         state.jobs.push_back(job);
-        if state.idle > 0 || state.threads >= self.size {
+        let free = state.threads - state.busy;
+        if free >= state.jobs.len() || state.threads >= self.size {
             drop(state);
             self.ready.notify_one();
             return Ok(());
@@ -105,14 +109,62 @@ impl Pool {
                 let mut state = self.lock();
                 loop {
                     if let Some(job) = state.jobs.pop_front() {
+                        state.busy += 1;
                         break job;
                     }
-                    state.idle += 1;
                     state = self.ready.wait(state).unwrap_or_else(|e| e.into_inner());
-                    state.idle -= 1;
                 }
             };
             let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+            self.lock().busy -= 1;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    /// A thread started ahead takes the first job, even when the job comes
+    /// before the thread first waits: one `--drain-url`, one poll thread.
+    #[test]
+    fn a_prestarted_thread_takes_the_first_job() {
+        static POOL: Pool = Pool::new("test-prestart", 4);
+        for round in 0..20 {
+            POOL.prestart(1 + round % 2).unwrap();
+            let held = POOL.threads();
+            let (tx, rx) = mpsc::channel();
+            POOL.submit(Box::new(move || tx.send(()).unwrap())).unwrap();
+            rx.recv_timeout(Duration::from_secs(20)).unwrap();
+            assert_eq!(POOL.threads(), held, "round {round}: a thread too many");
+        }
+    }
+
+    /// Jobs beyond the free threads start threads, up to the pool's size,
+    /// and no more; every job runs.
+    #[test]
+    fn busy_threads_make_room_for_more_up_to_the_size() {
+        static POOL: Pool = Pool::new("test-busy", 3);
+        let (release, hold) = mpsc::channel::<()>();
+        let hold = std::sync::Arc::new(Mutex::new(hold));
+        let (done, finished) = mpsc::channel();
+        for _ in 0..5 {
+            let (hold, done) = (std::sync::Arc::clone(&hold), done.clone());
+            POOL.submit(Box::new(move || {
+                let _ = hold.lock().unwrap().recv();
+                done.send(()).unwrap();
+            }))
+            .unwrap();
+        }
+        assert_eq!(POOL.threads(), 3);
+        for _ in 0..5 {
+            release.send(()).unwrap();
+        }
+        for _ in 0..5 {
+            finished.recv_timeout(Duration::from_secs(20)).unwrap();
+        }
+        assert_eq!(POOL.threads(), 3);
     }
 }

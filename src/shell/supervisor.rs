@@ -94,8 +94,13 @@ fn start(
     // Every thread drainit needs starts now, before the child: a thread is
     // born with the C library's own signals unblocked for a moment, and a
     // `kill -33` landing in it then would end drainit (see `Pool::prestart`).
-    if let Err(e) = crate::io::logwriter::start() {
-        error!("cannot start the log writer: {e}; lines wait for drainit's exit");
+    // The log writer, unless no line can come: verbosity 0 (or a
+    // `DRAINIT_LOG` that lets nothing through) and no `--emf`.
+    let lines = log::max_level() != log::LevelFilter::Off || config.emf.is_some();
+    if lines {
+        if let Err(e) = crate::io::logwriter::start() {
+            error!("cannot start the log writer: {e}; lines wait for drainit's exit");
+        }
     }
     let (outbox, inbox) = threads::inbox();
     let child = Arc::new(AtomicI32::new(0));
