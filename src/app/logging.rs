@@ -53,7 +53,8 @@ pub fn json_line(record: &Record<'_>, now: SystemTime) -> Value {
     let level = record.level().as_str().to_ascii_lowercase();
     let msg = record.args().to_string();
     if record.target() == REPORT_TARGET {
-        if let Ok(report) = serde_json::from_str::<Value>(&msg) {
+        // From bytes, as every body is parsed: one reader in the binary.
+        if let Ok(report) = serde_json::from_slice::<Value>(msg.as_bytes()) {
             return json!({"ts": rfc3339(now), "level": level, "msg": "exit report", "report": report});
         }
     }

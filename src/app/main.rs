@@ -106,13 +106,15 @@ fn configure(name: Name) -> Result<Box<Config>, ExitCode> {
         }
     };
     // Said first: a misspelt variable explains what follows.
-    let unknown_variables = || {
+    let note_unknown_variables = |config: &mut Config| {
         let names = std::env::vars_os().map(|(name, _)| name);
-        spelling::unknown_variables(names, name)
+        let mut notices = spelling::unknown_variables(names, name);
+        notices.append(&mut config.notices);
+        config.notices = notices;
     };
     match Config::from_raw_as(raw, &|name| std::env::var_os(name), name) {
         Ok(Request::Run(mut config)) => {
-            config.notices.splice(0..0, unknown_variables());
+            note_unknown_variables(&mut config);
             Ok(config)
         }
         Ok(Request::License) => {
@@ -125,7 +127,7 @@ fn configure(name: Name) -> Result<Box<Config>, ExitCode> {
             Err(client_exit(matches!(healthy, Ok(true))))
         }
         Ok(Request::Check(mut config)) => {
-            config.notices.splice(0..0, unknown_variables());
+            note_unknown_variables(&mut config);
             let passed = std::panic::catch_unwind(|| crate::app::check::run(&config));
             Err(client_exit(matches!(passed, Ok(true))))
         }

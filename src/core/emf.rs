@@ -88,6 +88,10 @@ pub fn line(
         ("stop_signal", signal),
         ("deadline_ms", json!(summary.deadline_ms)),
         ("drain_polls", json!(summary.drain_polls)),
+        ("log_lines_dropped", json!(summary.log_lines_dropped)),
+    ];
+    // The free texts: what a line too long goes without.
+    let texts = [
         (
             "last_drain",
             json!(summary.last_drain.as_deref().map(|t| escape(t, TEXT_MAX))),
@@ -97,22 +101,17 @@ pub fn line(
             "ecs_task_arn",
             json!(summary.ecs_task_arn.as_deref().map(|t| escape(t, 512))),
         ),
-        ("log_lines_dropped", json!(summary.log_lines_dropped)),
     ];
-    for (key, value) in properties {
-        if !value.is_null() {
-            root.insert(key.into(), value);
-        }
+    let present = |(key, value): (&str, Value)| (!value.is_null()).then(|| (key.into(), value));
+    root.extend(properties.into_iter().filter_map(present));
+    let mut full = root.clone();
+    full.extend(texts.into_iter().filter_map(present));
+    let text = Value::Object(full).to_string();
+    if text.len() < LINE_MAX {
+        return text;
     }
-    let mut text = Value::Object(root.clone()).to_string();
-    if text.len() >= LINE_MAX {
-        // Cannot happen with the cuts above; the metrics still go out.
-        for key in ["last_drain", "notify_status", "ecs_task_arn"] {
-            root.remove(key);
-        }
-        text = Value::Object(root).to_string();
-    }
-    text
+    // Cannot happen with the cuts above; the metrics still go out.
+    Value::Object(root).to_string()
 }
 
 #[cfg(test)]

@@ -100,17 +100,16 @@ pub fn evaluate(result: &Result<Response, Failure>, pointer: &str) -> Reading {
             )
         }
     };
-    let numbers: BTreeMap<String, String> = value
-        .as_object()
-        .map(|object| {
-            object
-                .iter()
-                .filter(|(_, v)| v.is_number())
-                .take(MAX_PROGRESS_FIELDS)
-                .map(|(k, v)| (escape(k, MAX_KEY_CHARS), v.to_string()))
-                .collect()
-        })
-        .unwrap_or_default();
+    // Inserted one by one: `collect` into a map sorts a copy first, and
+    // the binary would carry a sort for this one map (5 KiB).
+    let mut numbers = BTreeMap::new();
+    let fields = value.as_object().into_iter().flatten();
+    for (k, v) in fields
+        .filter(|(_, v)| v.is_number())
+        .take(MAX_PROGRESS_FIELDS)
+    {
+        numbers.insert(escape(k, MAX_KEY_CHARS), v.to_string());
+    }
     let mut summary = format!("HTTP {status}");
     match value.pointer(pointer) {
         Some(Value::Bool(ready)) => summary.push_str(&format!(", {pointer}={ready}")),

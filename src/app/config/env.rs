@@ -213,7 +213,13 @@ impl<'a> Env<'a> {
 #[inline(never)]
 pub(super) fn default<T>(opt: &Opt, parse: fn(&str) -> Result<T, String>) -> Result<T, UsageError> {
     let text = opt.default_value().unwrap_or_default();
-    parse(text).map_err(|why| invalid(text, &format!("the default of --{}", opt.long), &why))
+    parse(text).map_err(|why| bad_default(opt, text, &why))
+}
+
+/// The error of a declared default that does not parse: one copy, however
+/// many value types `default` is used with.
+fn bad_default(opt: &Opt, text: &str, why: &str) -> UsageError {
+    invalid(text, &format!("the default of --{}", opt.long), why)
 }
 
 /// A usage error echoing the bad value, which may hold a secret (a URL's
