@@ -213,7 +213,7 @@ pub fn flush(limit: Duration) -> bool {
     if !started() && start().is_err() {
         // No thread: the last lines are written here, within the same time.
         let mut state = lock(queue);
-        let lines: Vec<Line> = state.lines.drain(..).collect();
+        let lines = std::mem::take(&mut state.lines);
         state.bytes = 0;
         state.finals = 0;
         state.deadline = Some(until);
