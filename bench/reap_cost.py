@@ -114,6 +114,8 @@ def main():
     args = sys.argv[1:]
     rounds, n = 15, 2000
     while args and args[0].startswith("--"):
+        if len(args) < 2:
+            sys.exit(f"{args[0]} needs a value")
         flag, value = args[0], args[1]
         args = args[2:]
         if flag == "--rounds":
@@ -129,12 +131,13 @@ def main():
     for _ in range(rounds):
         for label, path, extra in inits:
             costs[label].append(one([path] + extra, n))
-    tini = statistics.median(costs["tini-static"])
+    tini = statistics.median(costs["tini-static"]) if "tini-static" in costs else None
     print(f"reap cost per orphan, {n} zombies reaped at once, median of {rounds} rounds:")
     for label, _, _ in inits:
         m = statistics.median(costs[label])
         lo, hi = min(costs[label]), max(costs[label])
-        print(f"  {label:16} {m / 1000:6.2f} us  ({lo / 1000:.2f}-{hi / 1000:.2f})  {m / tini:.2f}x tini-static")
+        ratio = f"  {m / tini:.2f}x tini-static" if tini else ""
+        print(f"  {label:16} {m / 1000:6.2f} us  ({lo / 1000:.2f}-{hi / 1000:.2f}){ratio}")
 
 
 if __name__ == "__main__":

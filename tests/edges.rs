@@ -713,3 +713,35 @@ fn a_poll_answered_after_the_child_ended_does_not_count() {
     let report: serde_json::Value = serde_json::from_str(&text).expect(&text);
     assert_eq!(report["drain_polls"], 0, "{report}");
 }
+
+/// Silent (verbosity 0), a panic of the loop says nothing on stderr: the
+/// log lets no line through, and std's hook, which would write from the
+/// loop's thread on a stderr that may be full, is not called. The child
+/// still goes on under the fallback, which forwards its stop signal.
+#[test]
+fn a_panic_of_the_event_loop_is_silent_when_the_log_is() {
+    for build in [Build::StaticFaults, Build::GlibcFaults] {
+        let scratch = Scratch::new("loop-panic-silent");
+        let mut d = drainit(Vec::<String>::new())
+            .binary(&built(build))
+            .env("DRAINIT_VERBOSE", "0")
+            .env("DRAINIT_TEST_FAULT", "event_loop")
+            .with_args(sh(
+                &scratch,
+                "trap 'echo HUP >> \"$D/hup\"' HUP; trap 'exit 7' USR1; \
+                 touch \"$D/ready\"; while :; do sleep 0.05; done",
+            ))
+            .start();
+        scratch.wait_file("ready");
+        // The first signal the loop handles trips the fault point; the
+        // fallback delivers it.
+        d.signal(libc::SIGHUP);
+        wait_for("HUP through the fallback", PATIENCE, || {
+            (!scratch.read("hup").is_empty()).then_some(())
+        });
+        d.signal(libc::SIGUSR1);
+        let status = d.wait_status(PATIENCE);
+        assert_eq!(status.code(), Some(7), "{build:?}");
+        assert_eq!(d.stderr(), "", "{build:?}: silent, yet stderr has lines");
+    }
+}

@@ -135,9 +135,9 @@ fn threads_beside_the_app_are_those_the_configuration_needs() {
             let d = launch.start();
             scratch.wait_file("ready");
             let pid = d.pid();
-            // The host check at start has run (or is running) by now; a
-            // thread started for it would show up within this moment.
-            std::thread::sleep(std::time::Duration::from_millis(300));
+            // Every thread drainit starts is started before the child (the
+            // host check at start is handed to a pool then too), so all of
+            // them are there once the child runs.
             assert_eq!(threads(pid), expected, "{build:?} {extra:?}");
             d.signal(libc::SIGKILL);
         }

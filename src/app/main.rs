@@ -11,6 +11,7 @@ use crate::app::cli::RawArgs;
 use crate::app::config::{spelling, Config, Name, Notice, Request};
 use crate::app::logging;
 use crate::core::outcome::{self as exit, ExitPolicy, Outcome, RunSummary, SpawnFailure};
+use crate::io::arena::Released;
 use crate::io::{logwriter, signals};
 use crate::shell::supervisor;
 
@@ -30,7 +31,7 @@ pub fn main() -> ExitCode {
         Ok(parsed) => Box::new(Config::clone(&parsed)),
         Err(code) => return code,
     };
-    crate::io::arena::release();
+    let released = crate::io::arena::release();
     if config.compat.leave_start_directory {
         anchor_paths(&mut config);
     }
@@ -56,6 +57,11 @@ pub fn main() -> ExitCode {
         }
     };
     logging::init(&config);
+    match released {
+        Released::Pages(bytes) => debug!("start-up arena: {} KiB given back", bytes / 1024),
+        Released::Live(blocks) => debug!("start-up arena kept: {blocks} of its blocks live"),
+        Released::Nothing => {}
+    }
     for notice in &config.notices {
         match notice {
             Notice::Info(text) => log::info!("{text}"),

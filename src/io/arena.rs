@@ -69,20 +69,28 @@ impl StartupArena {
     }
 
     fn bump(layout: Layout) -> Option<*mut u8> {
+        // Counted live before it is taken, so that `release`, which seals
+        // the block and then reads the count, never misses a block.
+        LIVE.fetch_add(1, Ordering::SeqCst);
+        let taken = Self::take(layout);
+        if taken.is_none() {
+            LIVE.fetch_sub(1, Ordering::SeqCst);
+        }
+        taken
+    }
+
+    fn take(layout: Layout) -> Option<*mut u8> {
         let base = Self::base() as usize;
-        let mut top = TOP.load(Ordering::Relaxed);
+        let mut top = TOP.load(Ordering::SeqCst);
         loop {
             let start = (base + top).checked_next_multiple_of(layout.align())? - base;
             let end = start.checked_add(layout.size())?;
             if end > SIZE {
                 return None;
             }
-            match TOP.compare_exchange_weak(top, end, Ordering::Relaxed, Ordering::Relaxed) {
-                Ok(_) => {
-                    LIVE.fetch_add(1, Ordering::Relaxed);
-                    // `start + size <= SIZE`: in bounds of the block.
-                    return Some(Self::base().wrapping_add(start));
-                }
+            match TOP.compare_exchange_weak(top, end, Ordering::SeqCst, Ordering::SeqCst) {
+                // `start + size <= SIZE`: in bounds of the block.
+                Ok(_) => return Some(Self::base().wrapping_add(start)),
                 Err(seen) => top = seen,
             }
         }
@@ -94,7 +102,7 @@ impl StartupArena {
         let Some(end) = at.checked_add(new).filter(|&end| end <= SIZE) else {
             return false;
         };
-        TOP.compare_exchange(at + old, end, Ordering::Relaxed, Ordering::Relaxed)
+        TOP.compare_exchange(at + old, end, Ordering::SeqCst, Ordering::SeqCst)
             .is_ok()
     }
 }
@@ -136,7 +144,7 @@ unsafe impl GlobalAlloc for StartupArena {
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         if Self::offset(ptr).is_some() {
-            LIVE.fetch_sub(1, Ordering::Relaxed);
+            LIVE.fetch_sub(1, Ordering::SeqCst);
         } else {
             System.dealloc(ptr, layout);
         }
@@ -163,30 +171,47 @@ unsafe impl GlobalAlloc for StartupArena {
 }
 
 /// Runs `f` with its allocations (and those of any thread meanwhile) in the
-/// arena, while it has room.
+/// arena, while it has room; a window inside another leaves it open.
 pub fn scratch<T>(f: impl FnOnce() -> T) -> T {
-    /// Closes the window even when `f` panics.
-    struct Close;
+    /// Puts the window back as it was, even when `f` panics.
+    struct Close(bool);
     impl Drop for Close {
         fn drop(&mut self) {
-            OPEN.store(false, Ordering::Relaxed);
+            OPEN.store(self.0, Ordering::SeqCst);
         }
     }
-    OPEN.store(true, Ordering::Relaxed);
-    let _close = Close;
+    let _close = Close(OPEN.swap(true, Ordering::SeqCst));
     f()
 }
 
-/// Hands the pages the arena's blocks touched back to the kernel when none
-/// of them is live and no window is open; returns the bytes given back.
-/// The arena's bytes are never handed out again.
-pub fn release() -> usize {
-    if OPEN.load(Ordering::Relaxed) || LIVE.load(Ordering::Relaxed) != 0 {
-        return 0;
+/// What `release` did with the arena.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Released {
+    /// Its touched pages went back to the kernel: this many bytes.
+    Pages(usize),
+    /// Blocks from it are still live: its pages stay.
+    Live(usize),
+    /// A window is open, or nothing was ever taken from it.
+    Nothing,
+}
+
+/// Ends the arena: nothing is taken from it any more (a later window's
+/// allocations go to the system allocator), and when none of its blocks is
+/// live, the pages they touched go back to the kernel.
+pub fn release() -> Released {
+    if OPEN.load(Ordering::SeqCst) {
+        return Released::Nothing;
     }
-    let used = TOP.load(Ordering::Relaxed).next_multiple_of(PAGE).min(SIZE);
+    // Sealed first: a block being taken now either counted itself live
+    // before this, or finds no room and goes to the system allocator.
+    let top = TOP.swap(SIZE, Ordering::SeqCst);
+    let live = LIVE.load(Ordering::SeqCst);
+    if live != 0 {
+        return Released::Live(live);
+    }
+    let used = top.next_multiple_of(PAGE).min(SIZE);
     if used == 0 {
-        return 0;
+        return Released::Nothing;
     }
     #[cfg(not(miri))]
     // SAFETY: whole pages of the arena's private anonymous memory (the
@@ -194,10 +219,10 @@ pub fn release() -> usize {
     // is live; MADV_DONTNEED zero-fills them on a next touch.
     unsafe {
         if libc::madvise(StartupArena::base().cast(), used, libc::MADV_DONTNEED) != 0 {
-            return 0;
+            return Released::Nothing;
         }
     }
-    used
+    Released::Pages(used)
 }
 
 #[cfg(test)]
@@ -216,9 +241,19 @@ mod tests {
         StartupArena::offset(ptr).is_some()
     }
 
+    /// The arena as at the process's start, for a test that ends it (only
+    /// with nothing from it live: a test's blocks are all freed).
+    fn fresh() {
+        assert_eq!(LIVE.load(Ordering::SeqCst), 0, "a test left a block live");
+        // SAFETY: no block of the arena is live, and the tests take turns.
+        unsafe { StartupArena::base().write_bytes(0, SIZE) };
+        TOP.store(0, Ordering::SeqCst);
+    }
+
     #[test]
     fn only_a_window_bumps_and_a_full_arena_spills_over() {
         let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+        fresh();
         let arena = StartupArena::new();
         // SAFETY: test allocations with valid layouts, freed with the same.
         unsafe {
@@ -248,6 +283,7 @@ mod tests {
     #[test]
     fn the_last_block_grows_in_place_and_others_move() {
         let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+        fresh();
         let arena = StartupArena::new();
         // SAFETY: test allocations with valid layouts, freed with the same.
         unsafe {
@@ -273,8 +309,9 @@ mod tests {
     }
 
     #[test]
-    fn a_live_block_keeps_the_pages_and_none_gives_them_back() {
+    fn a_live_block_keeps_the_pages_and_the_arena_ends_anyway() {
         let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+        fresh();
         let arena = StartupArena::new();
         // SAFETY: test allocations with valid layouts, freed with the same.
         unsafe {
@@ -288,25 +325,51 @@ mod tests {
                 block.write_bytes(9, 600);
                 arena.dealloc(block, layout(600, 8));
             }
-            assert_eq!(release(), 0, "a block is live");
-            assert!((0..48).all(|i| *kept.add(i) == 1));
+            assert_eq!(release(), Released::Live(1));
+            assert!((0..48).all(|i| *kept.add(i) == 1), "a live block is kept");
+            // Ended all the same: a later window takes nothing from it.
+            let later = scratch(|| arena.alloc(layout(8, 8)));
+            assert!(!is_arena(later));
+            arena.dealloc(later, layout(8, 8));
             arena.dealloc(kept, layout(48, 8));
-            assert!(scratch(release) == 0, "not while a window is open");
-            let given = release();
+        }
+    }
+
+    #[test]
+    fn with_nothing_live_the_pages_go_back() {
+        let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+        fresh();
+        let arena = StartupArena::new();
+        // SAFETY: test allocations with valid layouts, freed with the same.
+        unsafe {
+            let burst: Vec<*mut u8> = scratch(|| {
+                (0..50)
+                    .map(|_| {
+                        let block = arena.alloc(layout(600, 8));
+                        block.write_bytes(9, 600);
+                        block
+                    })
+                    .collect()
+            });
+            let first = burst[0];
+            for block in burst {
+                arena.dealloc(block, layout(600, 8));
+            }
+            assert_eq!(scratch(release), Released::Nothing, "not inside a window");
+            let Released::Pages(given) = release() else {
+                panic!("nothing live, yet the pages stay");
+            };
             assert!(given >= 7 * PAGE, "the burst's pages: {given}");
             if !cfg!(miri) {
-                assert_eq!(*kept, 0, "given back: zero-filled");
+                assert_eq!(*first, 0, "given back: zero-filled");
             }
-            // A later window bumps on: nothing is handed out twice.
-            let next = scratch(|| arena.alloc(layout(8, 8)));
-            assert!(next as usize >= kept as usize + 48);
-            arena.dealloc(next, layout(8, 8));
         }
     }
 
     #[test]
     fn threads_get_disjoint_blocks() {
         let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+        fresh();
         scratch(|| {
             let workers: Vec<_> = (0..4u8)
                 .map(|n| {

@@ -297,9 +297,10 @@ pub fn install_panic_hook() {
                     .location()
                     .map(|l| format!("{}:{}", l.file(), l.line()));
                 let _ = PANIC_AT.try_with(|cell| cell.set(at));
-            } else if crate::io::logwriter::started() {
-                // Once the child runs, stderr is the log writer's: the
-                // message goes through it like any line, never waiting.
+            } else if crate::io::logwriter::owns_stderr() {
+                // Once the child runs, stderr is the log's: the message goes
+                // through the writer like any line, never waiting (or, when
+                // the log lets nothing through, nowhere).
                 let thread = std::thread::current();
                 let at = info
                     .location()

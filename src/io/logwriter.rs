@@ -141,6 +141,22 @@ pub fn started() -> bool {
     STARTED.load(Ordering::Acquire)
 }
 
+/// Set when the run takes stderr for its log without a writer: no line can
+/// pass the log's filter, so none will ever need one.
+static OWNED: AtomicBool = AtomicBool::new(false);
+
+/// The run's stderr is the log's from now on, though no writer runs (the
+/// log lets no line through): a panic's message goes to the log too, and is
+/// dropped there, rather than written on stderr by std's hook.
+pub fn own_without_writer() {
+    OWNED.store(true, Ordering::Release);
+}
+
+/// True once stderr is the log's: the writer started, or no line can come.
+pub fn owns_stderr() -> bool {
+    started() || OWNED.load(Ordering::Acquire)
+}
+
 /// Queues one whole line (dropped and counted when the queue is full:
 /// false). Lines logged before the writer starts wait for it: nothing
 /// before the child's start may block on stderr either.

@@ -110,6 +110,11 @@ struct Waiting {
     inputs: VecDeque<Input>,
     /// The loop's end is gone: sends fail instead of waiting.
     closed: bool,
+    /// Senders waiting for room, and whether the loop waits for an input:
+    /// a condition variable is signalled only when someone waits on it
+    /// (each signal is a system call).
+    senders_waiting: usize,
+    loop_waiting: bool,
 }
 
 impl Queue {
@@ -138,6 +143,8 @@ pub fn inbox() -> (Outbox, Inbox) {
         state: Mutex::new(Waiting {
             inputs: VecDeque::new(),
             closed: false,
+            senders_waiting: 0,
+            loop_waiting: false,
         }),
         room: Condvar::new(),
         arrived: Condvar::new(),
@@ -156,18 +163,23 @@ impl Outbox {
     pub fn send(&self, input: Input) {
         let mut waiting = self.queue.lock();
         while waiting.inputs.len() >= INBOX_CAPACITY && !waiting.closed {
+            waiting.senders_waiting += 1;
             waiting = self
                 .queue
                 .room
                 .wait(waiting)
                 .unwrap_or_else(PoisonError::into_inner);
+            waiting.senders_waiting -= 1;
         }
         if waiting.closed {
             return;
         }
         waiting.inputs.push_back(input);
+        let loop_waits = waiting.loop_waiting;
         drop(waiting);
-        self.queue.arrived.notify_one();
+        if loop_waits {
+            self.queue.arrived.notify_one();
+        }
         self.waker.wake();
     }
 }
@@ -181,33 +193,43 @@ impl Inbox {
             // After a burst: an idle loop keeps no room for it.
             waiting.inputs.shrink_to(KEEP_EMPTY);
         }
-        if input.is_some() {
-            drop(waiting);
-            self.queue.room.notify_one();
-        }
+        Self::made_room(waiting, &self.queue.room, input.is_some());
         input
+    }
+
+    /// Lets a sender waiting for room go on, when one waits and there is.
+    fn made_room(waiting: MutexGuard<'_, Waiting>, room: &Condvar, took: bool) {
+        let wake = took && waiting.senders_waiting > 0;
+        drop(waiting);
+        if wake {
+            room.notify_one();
+        }
     }
 
     /// The oldest input, waiting for one at most `wait`.
     pub fn recv_timeout(&self, wait: Duration) -> Option<Input> {
-        let until = Instant::now() + wait;
+        let until = Instant::now().checked_add(wait);
         let mut waiting = self.queue.lock();
         loop {
             if let Some(input) = waiting.inputs.pop_front() {
-                drop(waiting);
-                self.queue.room.notify_one();
+                Self::made_room(waiting, &self.queue.room, true);
                 return Some(input);
             }
-            let left = until.saturating_duration_since(Instant::now());
+            // No deadline that far: wait a year at a time.
+            let left = until.map_or(Duration::from_secs(365 * 86_400), |until| {
+                until.saturating_duration_since(Instant::now())
+            });
             if left.is_zero() {
                 return None;
             }
+            waiting.loop_waiting = true;
             waiting = self
                 .queue
                 .arrived
                 .wait_timeout(waiting, left)
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
+            waiting.loop_waiting = false;
         }
     }
 }
@@ -218,8 +240,11 @@ impl Drop for Inbox {
         waiting.closed = true;
         // What waits is never taken now: give its memory back at once.
         waiting.inputs = VecDeque::new();
+        let wake = waiting.senders_waiting > 0;
         drop(waiting);
-        self.queue.room.notify_all();
+        if wake {
+            self.queue.room.notify_all();
+        }
     }
 }
 
@@ -229,6 +254,15 @@ mod tests {
 
     fn input(pid: i32) -> Input {
         Input::OrphanReaped { pid }
+    }
+
+    /// Until a sender waits for room in the full inbox.
+    fn wait_for_a_sender(inbox: &Inbox) {
+        let until = Instant::now() + Duration::from_secs(20);
+        while inbox.queue.lock().senders_waiting == 0 {
+            assert!(Instant::now() < until, "no sender waits");
+            std::thread::yield_now();
+        }
     }
 
     #[test]
@@ -259,15 +293,22 @@ mod tests {
             late.send(input(999));
             done.store(true, Ordering::Release);
         });
-        std::thread::sleep(Duration::from_millis(50));
+        wait_for_a_sender(&inbox);
         assert!(!sent.load(Ordering::Acquire), "sent past the bound");
         assert_eq!(inbox.queue.lock().inputs.len(), INBOX_CAPACITY);
-        assert!(inbox.try_recv().is_some());
+        assert!(matches!(
+            inbox.try_recv(),
+            Some(Input::OrphanReaped { pid: 0 })
+        ));
         sender.join().unwrap();
         assert!(sent.load(Ordering::Acquire));
-        assert_eq!(inbox.queue.lock().inputs.len(), INBOX_CAPACITY);
-        // Emptied, the inbox gives the burst's room back.
-        while inbox.try_recv().is_some() {}
+        // The held input came in last, behind the rest.
+        let mut last = None;
+        while let Some(input) = inbox.try_recv() {
+            last = Some(input);
+        }
+        assert!(matches!(last, Some(Input::OrphanReaped { pid: 999 })));
+        // Emptied, the inbox gave the burst's room back.
         assert!(inbox.queue.lock().inputs.capacity() <= KEEP_EMPTY);
     }
 
@@ -278,7 +319,7 @@ mod tests {
             outbox.send(input(n));
         }
         let sender = std::thread::spawn(move || outbox.send(input(999)));
-        std::thread::sleep(Duration::from_millis(20));
+        wait_for_a_sender(&inbox);
         drop(inbox);
         sender.join().unwrap();
     }

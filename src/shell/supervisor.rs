@@ -97,10 +97,10 @@ fn start(
     // The log writer, unless no line can come: verbosity 0 (or a
     // `DRAINIT_LOG` that lets nothing through) and no `--emf`.
     let lines = log::max_level() != log::LevelFilter::Off || config.emf.is_some();
-    if lines {
-        if let Err(e) = crate::io::logwriter::start() {
-            error!("cannot start the log writer: {e}; lines wait for drainit's exit");
-        }
+    if !lines {
+        crate::io::logwriter::own_without_writer();
+    } else if let Err(e) = crate::io::logwriter::start() {
+        error!("cannot start the log writer: {e}; lines wait for drainit's exit");
     }
     let (outbox, inbox) = threads::inbox();
     let child = Arc::new(AtomicI32::new(0));
