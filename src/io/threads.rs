@@ -1,26 +1,43 @@
 //! Threads drainit starts and how they wake the event loop.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::core::event::Input;
 
+/// Threads started and not yet past their first lines, where they block
+/// drainit's signals: the child does not start while any is
+/// (`wait_until_blocked`).
+static OPENING: Mutex<usize> = Mutex::new(0);
+static ALL_BLOCKED: Condvar = Condvar::new();
+
+fn opening() -> MutexGuard<'static, usize> {
+    OPENING.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// One thread fewer in its first lines.
+fn opened() {
+    let mut n = opening();
+    *n -= 1;
+    if *n == 0 {
+        ALL_BLOCKED.notify_all();
+    }
+}
+
 /// Starts a named worker thread. Every thread drainit starts (requests,
 /// name lookups, the notify reader) goes through this one non-generic
 /// function: each `Builder::spawn` instance costs KiBs of the 1 MiB
-/// static-binary budget.
+/// static-binary budget. It returns without waiting for the thread to run:
+/// `wait_until_blocked`, before the child starts, waits for them all.
 #[inline(never)]
 pub fn spawn_thread(
     name: &str,
     stack_size: usize,
     work: Box<dyn FnOnce() + Send>,
 ) -> std::io::Result<()> {
-    let creator = std::thread::current();
-    let blocked = Arc::new(AtomicBool::new(false));
-    let done = Arc::clone(&blocked);
-    std::thread::Builder::new()
+    *opening() += 1;
+    let spawned = std::thread::Builder::new()
         .name(name.into())
         .stack_size(stack_size)
         .spawn(move || {
@@ -30,21 +47,33 @@ pub fn spawn_thread(
             // lost). Nothing in drainit may call set*id from a thread:
             // glibc would wait on 33 for every thread.
             crate::io::signals::block_handled();
-            done.store(true, Ordering::Release);
-            creator.unpark();
+            opened();
             work()
-        })
-        .map(|_| {
+        });
+    match spawned {
+        Ok(_) => {
             // glibc unblocks 32 and 33 in the creating thread too, the first
             // time any thread is created (and installs its set*id handler
             // on 33): block them again here.
             crate::io::signals::block_handled();
-            // And the new thread's own window closes before this returns:
-            // until it has run its first lines, a signal could land there.
-            while !blocked.load(Ordering::Acquire) {
-                std::thread::park();
-            }
-        })
+            Ok(())
+        }
+        Err(e) => {
+            opened();
+            Err(e)
+        }
+    }
+}
+
+/// Waits until every thread started so far has run its first lines and
+/// blocked drainit's signals: until then a signal could land in it. Called
+/// just before the child starts, so that the threads' start runs beside
+/// the rest of drainit's, not one after the other.
+pub fn wait_until_blocked() {
+    let mut n = opening();
+    while *n > 0 {
+        n = ALL_BLOCKED.wait(n).unwrap_or_else(PoisonError::into_inner);
+    }
 }
 
 /// Wakes the loop from another thread (a worker's result in the inbox, the
@@ -251,6 +280,7 @@ impl Drop for Inbox {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
 
     fn input(pid: i32) -> Input {
         Input::OrphanReaped { pid }

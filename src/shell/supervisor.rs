@@ -127,6 +127,9 @@ fn start(
         .leave_start_directory
         .then(leave_start_directory)
         .flatten();
+    // Every thread started above has blocked drainit's signals before the
+    // child can send any.
+    threads::wait_until_blocked();
     let spawned = spawn::spawn_in(
         &config.program,
         &config.args,
