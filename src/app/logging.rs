@@ -143,6 +143,20 @@ pub fn init(config: &Config) {
     }
 }
 
+/// Starts the log writer, which owns stderr from now on, unless no line
+/// can come: verbosity 0 (or a `DRAINIT_LOG` that lets nothing through)
+/// and no `--emf`. As early as the log is set: the thread's start runs
+/// beside the rest of drainit's (the child waits for it to block
+/// drainit's signals: `threads::wait_until_blocked`).
+pub fn start_writer(config: &Config) {
+    let lines = log::max_level() != LevelFilter::Off || config.emf.is_some();
+    if !lines {
+        logwriter::own_without_writer();
+    } else if let Err(e) = logwriter::start() {
+        log::error!("cannot start the log writer: {e}; lines wait for drainit's exit");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -57,6 +57,7 @@ pub fn main() -> ExitCode {
         }
     };
     logging::init(&config);
+    logging::start_writer(&config);
     match released {
         Released::Pages(bytes) => debug!("start-up arena: {} KiB given back", bytes / 1024),
         Released::Live(blocks) => debug!("start-up arena kept: {blocks} of its blocks live"),

@@ -87,20 +87,10 @@ fn start(
         .filter(|v| !v.is_empty());
     let address = socket.as_ref().map(|s| s.address.clone());
     if let Some(address) = &address {
-        // Still one thread: no other reads the environment now.
+        // No other thread reads the environment: the log writer (the only
+        // one running yet) never does, and the rest start below.
         std::env::set_var("NOTIFY_SOCKET", address);
         debug!("notify socket: {}", address.to_string_lossy());
-    }
-    // Every thread drainit needs starts now, before the child: a thread is
-    // born with the C library's own signals unblocked for a moment, and a
-    // `kill -33` landing in it then would end drainit (see `Pool::prestart`).
-    // The log writer, unless no line can come: verbosity 0 (or a
-    // `DRAINIT_LOG` that lets nothing through) and no `--emf`.
-    let lines = log::max_level() != log::LevelFilter::Off || config.emf.is_some();
-    if !lines {
-        crate::io::logwriter::own_without_writer();
-    } else if let Err(e) = crate::io::logwriter::start() {
-        error!("cannot start the log writer: {e}; lines wait for drainit's exit");
     }
     let (outbox, inbox) = threads::inbox();
     let child = Arc::new(AtomicI32::new(0));
