@@ -22,31 +22,15 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lean import children, wait  # noqa: E402  (the same helpers)
+
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 OTHERS = [
     ("tini-static", "/usr/bin/tini-static", []),
     ("catatonit", "/usr/bin/catatonit", []),
     ("dumb-init", "/usr/bin/dumb-init", []),
 ]
-
-
-def wait(check, timeout=60.0):
-    until = time.monotonic() + timeout
-    while True:
-        v = check()
-        if v:
-            return v
-        if time.monotonic() > until:
-            raise TimeoutError(check)
-        time.sleep(0.002)
-
-
-def children(pid):
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(p) for p in f.read().split()]
-    except OSError:
-        return []
 
 
 def state(pid):
