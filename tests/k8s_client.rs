@@ -19,13 +19,14 @@ mod support;
 use std::ffi::CString;
 use std::fs;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use drainit::io::k8s::{self, Answer, Place, SA_DIR};
 use drainit::proto::http::Kind;
 use drainit::proto::k8s::{self as api, Managed, Verdict, API_BODY_LIMIT};
 use serde_json::Value;
+use support::k8s_api::FakeApi;
 use support::*;
 
 /// Gives this thread a mount namespace of its own with an empty
@@ -64,54 +65,8 @@ fn private_sa_dir() -> PathBuf {
     PathBuf::from(SA_DIR)
 }
 
-/// The fake API server, killed on drop.
-struct FakeApi {
-    child: Child,
-    dir: Scratch,
-    port: u16,
-}
-
-impl Drop for FakeApi {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl FakeApi {
-    fn start(args: &[&str]) -> FakeApi {
-        let dir = Scratch::new("k8s-api");
-        let child = Command::new("python3")
-            .arg(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/tests/support/k8s_api.py"
-            ))
-            .arg("--dir")
-            .arg(&dir.path)
-            .args(["--tokens", "token-1,token-2"])
-            .args(args)
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("python3 runs the fake API server");
-        let port = dir.wait_number("port");
-        FakeApi { child, dir, port }
-    }
-
-    /// The pod as the server holds it now.
-    fn pod(&self) -> Value {
-        serde_json::from_str(&self.dir.read("pod.json")).unwrap()
-    }
-
-    /// Every request it has seen (handshake failures apart).
-    fn requests(&self) -> Vec<Value> {
-        self.dir
-            .read("requests.jsonl")
-            .lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap())
-            .filter(|v| v.get("method").is_some())
-            .collect()
-    }
-
+/// Where the client finds the fake API server.
+trait At {
     /// This server's place, with the service-account directory filled
     /// (`token-1`, the server's CA, namespace `jobs`).
     fn place(&self) -> Place {
@@ -119,11 +74,12 @@ impl FakeApi {
     }
 
     /// The same, with the server at `ip` (where it listens).
+    fn place_at(&self, ip: &str) -> Place;
+}
+
+impl At for FakeApi {
     fn place_at(&self, ip: &str) -> Place {
-        let sa = private_sa_dir();
-        fs::copy(self.dir.file("ca.crt"), sa.join("ca.crt")).unwrap();
-        fs::write(sa.join("token"), "token-1\n").unwrap();
-        fs::write(sa.join("namespace"), "jobs").unwrap();
+        self.fill_service_account(&private_sa_dir());
         Place {
             ip: ip.parse().unwrap(),
             port: self.port,

@@ -20,12 +20,13 @@ mod support;
 
 use std::fs;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use support::k8s_api::FakeApi;
 use support::server::{json, Server};
 use support::*;
 
@@ -43,61 +44,35 @@ const BACKOFF_MAX: Duration = Duration::from_secs(60);
 const STUBBORN: &str =
     "trap 'echo TERM >> \"$D/term\"' TERM; touch \"$D/ready\"; while :; do sleep 0.05; done";
 
-/// The fake API server, killed on drop.
-struct Api {
-    child: Child,
-    dir: Scratch,
-    port: u16,
+/// The fake API server holding this test's pod.
+fn api(args: &[&str]) -> FakeApi {
+    FakeApi::start(&[&["--pod", POD], args].concat())
 }
 
-impl Drop for Api {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Api {
-    fn start(args: &[&str]) -> Api {
-        let dir = Scratch::new("k8s-api");
-        let child = Command::new("python3")
-            .arg(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/tests/support/k8s_api.py"
-            ))
-            .arg("--dir")
-            .arg(&dir.path)
-            .args(["--tokens", "token-1,token-2", "--pod", POD])
-            .args(args)
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("python3 runs the fake API server");
-        let port = dir.wait_number("port");
-        Api { child, dir, port }
-    }
-
-    /// Every request it has answered or held, in order.
-    fn requests(&self) -> Vec<Value> {
-        fs::read_to_string(self.dir.file("requests.jsonl"))
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap())
-            .filter(|v| v.get("method").is_some())
-            .collect()
-    }
-
-    fn patches(&self) -> Vec<Value> {
-        self.requests()
-            .into_iter()
-            .filter(|r| r["method"] == "PATCH")
-            .collect()
-    }
+/// What these tests ask of the fake API server beyond starting it.
+trait Watched {
+    fn patches(&self) -> Vec<Value>;
 
     /// Waits until the pod's annotations, as the server holds them, are
     /// `want` (the server writes its copy of the pod just after it
     /// records the request, and not atomically).
     fn wait_annotations(&self, want: &Value) {
         self.wait_annotations_within(want, PATIENCE)
+    }
+
+    fn wait_annotations_within(&self, want: &Value, timeout: Duration);
+
+    /// A service-account directory for this server: its CA, `token-1`,
+    /// namespace `jobs`.
+    fn service_account(&self, scratch: &Scratch) -> PathBuf;
+}
+
+impl Watched for FakeApi {
+    fn patches(&self) -> Vec<Value> {
+        self.requests()
+            .into_iter()
+            .filter(|r| r["method"] == "PATCH")
+            .collect()
     }
 
     fn wait_annotations_within(&self, want: &Value, timeout: Duration) {
@@ -108,14 +83,9 @@ impl Api {
         });
     }
 
-    /// A service-account directory for this server: its CA, `token-1`,
-    /// namespace `jobs`.
     fn service_account(&self, scratch: &Scratch) -> PathBuf {
         let sa = scratch.file("serviceaccount");
-        fs::create_dir_all(&sa).unwrap();
-        fs::copy(self.dir.file("ca.crt"), sa.join("ca.crt")).unwrap();
-        fs::write(sa.join("token"), "token-1\n").unwrap();
-        fs::write(sa.join("namespace"), "jobs").unwrap();
+        self.fill_service_account(&sa);
         sa
     }
 }
@@ -137,7 +107,13 @@ fn drain_endpoint(busy: &Arc<AtomicBool>) -> Server {
 /// drainit in a pod: the service variables, `POD_NAME`, the directory
 /// `sa` at the service-account path; `--k8s-protect` with the drain URL,
 /// polled every second, and `flags`; the app `STUBBORN`.
-fn in_pod(api: &Api, sa: &std::path::Path, drain: &Server, flags: &[&str], s: &Scratch) -> Launch {
+fn in_pod(
+    api: &FakeApi,
+    sa: &std::path::Path,
+    drain: &Server,
+    flags: &[&str],
+    s: &Scratch,
+) -> Launch {
     let mut args = vec![
         "--k8s-protect".to_string(),
         "--drain-url".into(),
@@ -167,7 +143,7 @@ fn drain_polls(server: &Server) -> usize {
 }
 
 /// Waits for the `n`th patch and returns when the test saw it.
-fn wait_patches(api: &Api, n: usize, timeout: Duration) -> Instant {
+fn wait_patches(api: &FakeApi, n: usize, timeout: Duration) -> Instant {
     wait_for(&format!("patch number {n}"), timeout, || {
         (api.patches().len() >= n).then_some(())
     });
@@ -176,7 +152,7 @@ fn wait_patches(api: &Api, n: usize, timeout: Duration) -> Instant {
 
 #[test]
 fn busy_then_idle_after_the_hold_then_busy_again() {
-    let api = Api::start(&[]);
+    let api = api(&[]);
     let s = Scratch::new("k8s-cycle");
     let sa = api.service_account(&s);
     let busy = Arc::new(AtomicBool::new(true));
@@ -232,7 +208,7 @@ fn busy_then_idle_after_the_hold_then_busy_again() {
 fn annotations_found_at_start_are_cleared_by_the_first_idle_answer() {
     // An earlier run (before a container restart) left them.
     let left = busy_annotations().to_string();
-    let api = Api::start(&["--annotations", &left]);
+    let api = api(&["--annotations", &left]);
     let s = Scratch::new("k8s-restart");
     let sa = api.service_account(&s);
     let busy = Arc::new(AtomicBool::new(false));
@@ -255,7 +231,7 @@ fn annotations_found_at_start_are_cleared_by_the_first_idle_answer() {
 fn a_patch_applied_but_never_answered_is_undone_once_idle() {
     // The API server applies every patch and the answer is lost: drainit
     // cannot know busy's annotations are on, so idle must still clear them.
-    let api = Api::start(&["--mode", "lost"]);
+    let api = api(&["--mode", "lost"]);
     let s = Scratch::new("k8s-lost");
     let sa = api.service_account(&s);
     let busy = Arc::new(AtomicBool::new(true));
@@ -279,7 +255,7 @@ fn a_patch_applied_but_never_answered_is_undone_once_idle() {
 #[test]
 fn keys_found_at_start_while_busy_are_not_sent_again() {
     let left = busy_annotations().to_string();
-    let api = Api::start(&["--annotations", &left]);
+    let api = api(&["--annotations", &left]);
     let s = Scratch::new("k8s-restart-busy");
     let sa = api.service_account(&s);
     let busy = Arc::new(AtomicBool::new(true));
@@ -304,7 +280,7 @@ fn keys_found_at_start_while_busy_are_not_sent_again() {
 
 #[test]
 fn nothing_is_written_during_a_stop() {
-    let api = Api::start(&[]);
+    let api = api(&[]);
     let s = Scratch::new("k8s-stop");
     let sa = api.service_account(&s);
     let busy = Arc::new(AtomicBool::new(false));
@@ -341,7 +317,7 @@ fn nothing_is_written_during_a_stop() {
 
 #[test]
 fn the_token_is_read_again_for_every_request() {
-    let api = Api::start(&[]);
+    let api = api(&[]);
     let s = Scratch::new("k8s-token");
     let sa = api.service_account(&s);
     let busy = Arc::new(AtomicBool::new(false));
@@ -388,7 +364,7 @@ fn free_addr() -> String {
 
 #[test]
 fn the_grace_comes_from_the_pod() {
-    let api = Api::start(&["--grace", "10"]);
+    let api = api(&["--grace", "10"]);
     let s = Scratch::new("k8s-grace");
     let sa = api.service_account(&s);
     let busy = Arc::new(AtomicBool::new(true));
@@ -443,7 +419,7 @@ fn the_grace_comes_from_the_pod() {
 fn a_pod_of_300_kib_is_read_and_patched() {
     // Sidecars, many variables, a large last-applied annotation: the GET
     // and every PATCH answer with the whole pod.
-    let api = Api::start(&["--grace", "10", "--pad-kib", "300"]);
+    let api = api(&["--grace", "10", "--pad-kib", "300"]);
     let s = Scratch::new("k8s-big-pod");
     let sa = api.service_account(&s);
     let busy = Arc::new(AtomicBool::new(true));
@@ -475,7 +451,7 @@ fn a_pod_grace_inside_the_pre_stop_delay_is_not_taken() {
     // 10 s less its margin is 8 s, inside a 9 s delay: the app would be
     // killed before its stop signal. The default stays, and a warning says
     // why; so does one for a --grace-max past the pod's period.
-    let api = Api::start(&["--grace", "10"]);
+    let api = api(&["--grace", "10"]);
     let s = Scratch::new("k8s-delay");
     let sa = api.service_account(&s);
     let busy = Arc::new(AtomicBool::new(false));
@@ -523,7 +499,7 @@ fn a_read_refused_at_start_is_tried_again() {
     // The RoleBinding came after the pod: the read at start gets a 403.
     // Busy's patch goes out, then the read again, and the pod's grace is
     // taken.
-    let api = Api::start(&["--grace", "10", "--statuses", "403"]);
+    let api = api(&["--grace", "10", "--statuses", "403"]);
     let s = Scratch::new("k8s-read-again");
     let sa = api.service_account(&s);
     let busy = Arc::new(AtomicBool::new(true));
@@ -546,7 +522,7 @@ fn a_read_refused_at_start_is_tried_again() {
 
 #[test]
 fn a_refused_token_is_read_again_and_retried_at_once() {
-    let api = Api::start(&["--grace", "10", "--statuses", "401"]);
+    let api = api(&["--grace", "10", "--statuses", "401"]);
     let s = Scratch::new("k8s-401");
     let sa = api.service_account(&s);
     let busy = Arc::new(AtomicBool::new(false));
@@ -575,7 +551,7 @@ fn a_refused_token_is_read_again_and_retried_at_once() {
 
 #[test]
 fn a_grace_at_or_above_the_pods_is_a_warning() {
-    let api = Api::start(&["--grace", "10"]);
+    let api = api(&["--grace", "10"]);
     let s = Scratch::new("k8s-grace-warn");
     let sa = api.service_account(&s);
     let busy = Arc::new(AtomicBool::new(true));
@@ -614,7 +590,7 @@ fn peak_kb(d: &Drainit) -> u64 {
 #[test]
 fn a_hostile_api_server_costs_no_memory_and_delays_nothing() {
     for mode in ["endless", "dribble", "silent"] {
-        let api = Api::start(&["--mode", mode]);
+        let api = api(&["--mode", mode]);
         let s = Scratch::new("k8s-hostile");
         let sa = api.service_account(&s);
         let busy = Arc::new(AtomicBool::new(true));
@@ -652,7 +628,7 @@ fn an_api_that_refuses_never_delays_the_stop() {
     // 403 to everything: one warning naming the RBAC, the app runs, the
     // stop ends at its deadline.
     let statuses = vec!["403"; 50].join(",");
-    let api = Api::start(&["--statuses", &statuses]);
+    let api = api(&["--statuses", &statuses]);
     let s = Scratch::new("k8s-403");
     let sa = api.service_account(&s);
     let busy = Arc::new(AtomicBool::new(true));
@@ -676,7 +652,7 @@ fn an_api_that_refuses_never_delays_the_stop() {
 fn both_libc_builds_protect() {
     for build in [Build::Glibc, Build::Static] {
         let binary = built(build);
-        let api = Api::start(&["--ca", "p256"]);
+        let api = api(&["--ca", "p256"]);
         let s = Scratch::new("k8s-builds");
         let sa = api.service_account(&s);
         let busy = Arc::new(AtomicBool::new(true));
@@ -694,7 +670,7 @@ fn both_libc_builds_protect() {
 
 #[test]
 fn without_the_option_nothing_reaches_the_api_server() {
-    let api = Api::start(&[]);
+    let api = api(&[]);
     let s = Scratch::new("k8s-off");
     let sa = api.service_account(&s);
     let busy = Arc::new(AtomicBool::new(true));

@@ -6,6 +6,7 @@
 
 #![allow(dead_code)]
 
+pub mod k8s_api;
 pub mod server;
 
 use std::ffi::OsStr;

@@ -1,0 +1,72 @@
+//! The fake Kubernetes API server (`k8s_api.py`) as the tests drive it:
+//! started with a CA of its own and the tokens `token-1` and `token-2`,
+//! killed on drop, and what it saw and holds.
+
+use std::fs;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use serde_json::Value;
+
+use super::Scratch;
+
+/// The fake API server, killed on drop.
+pub struct FakeApi {
+    child: Child,
+    /// Where it writes its port, CA, requests and pod.
+    pub dir: Scratch,
+    pub port: u16,
+}
+
+impl Drop for FakeApi {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl FakeApi {
+    /// Starts it with `args` (see `k8s_api.py --help`) and waits for its port.
+    pub fn start(args: &[&str]) -> FakeApi {
+        let dir = Scratch::new("k8s-api");
+        let child = Command::new("python3")
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/support/k8s_api.py"
+            ))
+            .arg("--dir")
+            .arg(&dir.path)
+            .args(["--tokens", "token-1,token-2"])
+            .args(args)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("python3 runs the fake API server");
+        let port = dir.wait_number("port");
+        FakeApi { child, dir, port }
+    }
+
+    /// The pod as the server holds it now.
+    pub fn pod(&self) -> Value {
+        serde_json::from_str(&self.dir.read("pod.json")).unwrap()
+    }
+
+    /// Every request it has answered or held, in order (handshake
+    /// failures apart).
+    pub fn requests(&self) -> Vec<Value> {
+        fs::read_to_string(self.dir.file("requests.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|v| v.get("method").is_some())
+            .collect()
+    }
+
+    /// Fills `sa` as a service-account directory for this server: its CA,
+    /// `token-1`, namespace `jobs`.
+    pub fn fill_service_account(&self, sa: &Path) {
+        fs::create_dir_all(sa).unwrap();
+        fs::copy(self.dir.file("ca.crt"), sa.join("ca.crt")).unwrap();
+        fs::write(sa.join("token"), "token-1\n").unwrap();
+        fs::write(sa.join("namespace"), "jobs").unwrap();
+    }
+}
