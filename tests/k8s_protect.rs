@@ -130,6 +130,39 @@ fn in_pod(
         .before_exec(service_account_at(sa))
 }
 
+/// A test's pod: the fake API server that holds it, the app's scratch
+/// directory and service account, and its drain endpoint, busy while
+/// `busy` is set.
+struct Pod {
+    api: FakeApi,
+    s: Scratch,
+    sa: PathBuf,
+    busy: Arc<AtomicBool>,
+    drain: Server,
+}
+
+impl Pod {
+    fn new(name: &str, api_args: &[&str], busy: bool) -> Pod {
+        let api = api(api_args);
+        let s = Scratch::new(name);
+        let sa = api.service_account(&s);
+        let busy = Arc::new(AtomicBool::new(busy));
+        let drain = drain_endpoint(&busy);
+        Pod {
+            api,
+            s,
+            sa,
+            busy,
+            drain,
+        }
+    }
+
+    /// drainit with `--k8s-protect` in this pod, `flags` added.
+    fn launch(&self, flags: &[&str]) -> Launch {
+        in_pod(&self.api, &self.sa, &self.drain, flags, &self.s)
+    }
+}
+
 fn busy_annotations() -> Value {
     serde_json::json!({COST: "1000", EVICT: "false", DISRUPT: "true"})
 }
@@ -152,16 +185,13 @@ fn wait_patches(api: &FakeApi, n: usize, timeout: Duration) -> Instant {
 
 #[test]
 fn busy_then_idle_after_the_hold_then_busy_again() {
-    let api = api(&[]);
-    let s = Scratch::new("k8s-cycle");
-    let sa = api.service_account(&s);
-    let busy = Arc::new(AtomicBool::new(true));
-    let drain = drain_endpoint(&busy);
-    let mut d = in_pod(&api, &sa, &drain, &[], &s).start();
+    let pod = Pod::new("k8s-cycle", &[], true);
+    let (api, s, busy, drain) = (&pod.api, &pod.s, &pod.busy, &pod.drain);
+    let mut d = pod.launch(&[]).start();
     s.wait_file("ready");
 
     // Busy: one patch sets the three annotations, nothing else.
-    wait_patches(&api, 1, PATIENCE);
+    wait_patches(api, 1, PATIENCE);
     let first = &api.patches()[0];
     assert_eq!(
         first["headers"]["content-type"],
@@ -175,16 +205,16 @@ fn busy_then_idle_after_the_hold_then_busy_again() {
     assert_eq!(api.requests()[0]["method"], "GET", "the pod read first");
 
     // Busy and protected: nothing more over several polls.
-    let polls = drain_polls(&drain);
+    let polls = drain_polls(drain);
     wait_for("three more polls", PATIENCE, || {
-        (drain_polls(&drain) >= polls + 3).then_some(())
+        (drain_polls(drain) >= polls + 3).then_some(())
     });
     assert_eq!(api.patches().len(), 1, "a patch that changes nothing");
 
     // Idle: the annotations come off only after the hold.
     busy.store(false, Ordering::SeqCst);
     let idle_at = Instant::now();
-    let off_at = wait_patches(&api, 2, HOLD + PATIENCE);
+    let off_at = wait_patches(api, 2, HOLD + PATIENCE);
     let held = off_at.duration_since(idle_at);
     assert!(held >= HOLD, "removed after {held:?}, before the hold");
     assert_eq!(
@@ -195,7 +225,7 @@ fn busy_then_idle_after_the_hold_then_busy_again() {
 
     // Busy again: at once.
     busy.store(true, Ordering::SeqCst);
-    wait_patches(&api, 3, PATIENCE);
+    wait_patches(api, 3, PATIENCE);
     api.wait_annotations(&busy_annotations());
     assert_eq!(api.patches().len(), 3);
     d.signal(libc::SIGTERM);
@@ -208,15 +238,12 @@ fn busy_then_idle_after_the_hold_then_busy_again() {
 fn annotations_found_at_start_are_cleared_by_the_first_idle_answer() {
     // An earlier run (before a container restart) left them.
     let left = busy_annotations().to_string();
-    let api = api(&["--annotations", &left]);
-    let s = Scratch::new("k8s-restart");
-    let sa = api.service_account(&s);
-    let busy = Arc::new(AtomicBool::new(false));
-    let drain = drain_endpoint(&busy);
+    let pod = Pod::new("k8s-restart", &["--annotations", &left], false);
+    let (api, s) = (&pod.api, &pod.s);
     let started = Instant::now();
-    let mut d = in_pod(&api, &sa, &drain, &[], &s).start();
+    let mut d = pod.launch(&[]).start();
     s.wait_file("ready");
-    let cleared_at = wait_patches(&api, 1, HOLD + PATIENCE);
+    let cleared_at = wait_patches(api, 1, HOLD + PATIENCE);
     assert!(cleared_at.duration_since(started) >= HOLD);
     api.wait_annotations(&Value::Null);
     assert_eq!(
@@ -231,14 +258,11 @@ fn annotations_found_at_start_are_cleared_by_the_first_idle_answer() {
 fn a_patch_applied_but_never_answered_is_undone_once_idle() {
     // The API server applies every patch and the answer is lost: drainit
     // cannot know busy's annotations are on, so idle must still clear them.
-    let api = api(&["--mode", "lost"]);
-    let s = Scratch::new("k8s-lost");
-    let sa = api.service_account(&s);
-    let busy = Arc::new(AtomicBool::new(true));
-    let drain = drain_endpoint(&busy);
-    let mut d = in_pod(&api, &sa, &drain, &[], &s).start();
+    let pod = Pod::new("k8s-lost", &["--mode", "lost"], true);
+    let (api, s, busy) = (&pod.api, &pod.s, &pod.busy);
+    let mut d = pod.launch(&[]).start();
     s.wait_file("ready");
-    wait_patches(&api, 1, PATIENCE);
+    wait_patches(api, 1, PATIENCE);
     api.wait_annotations(&busy_annotations());
     busy.store(false, Ordering::SeqCst);
     // After the hold and what remains of the busy patches' backoff.
@@ -255,19 +279,16 @@ fn a_patch_applied_but_never_answered_is_undone_once_idle() {
 #[test]
 fn keys_found_at_start_while_busy_are_not_sent_again() {
     let left = busy_annotations().to_string();
-    let api = api(&["--annotations", &left]);
-    let s = Scratch::new("k8s-restart-busy");
-    let sa = api.service_account(&s);
-    let busy = Arc::new(AtomicBool::new(true));
-    let drain = drain_endpoint(&busy);
-    let mut d = in_pod(&api, &sa, &drain, &["--grace", "2s"], &s).start();
+    let pod = Pod::new("k8s-restart-busy", &["--annotations", &left], true);
+    let (api, s, drain) = (&pod.api, &pod.s, &pod.drain);
+    let mut d = pod.launch(&["--grace", "2s"]).start();
     s.wait_file("ready");
     wait_for("the pod read", PATIENCE, || {
         (!api.requests().is_empty()).then_some(())
     });
-    let polls = drain_polls(&drain);
+    let polls = drain_polls(drain);
     wait_for("three polls after the read", PATIENCE, || {
-        (drain_polls(&drain) >= polls + 3).then_some(())
+        (drain_polls(drain) >= polls + 3).then_some(())
     });
     assert_eq!(
         api.patches().len(),
@@ -280,22 +301,14 @@ fn keys_found_at_start_while_busy_are_not_sent_again() {
 
 #[test]
 fn nothing_is_written_during_a_stop() {
-    let api = api(&[]);
-    let s = Scratch::new("k8s-stop");
-    let sa = api.service_account(&s);
-    let busy = Arc::new(AtomicBool::new(false));
-    let drain = drain_endpoint(&busy);
+    let pod = Pod::new("k8s-stop", &[], false);
+    let (api, s, busy, drain) = (&pod.api, &pod.s, &pod.busy, &pod.drain);
     // The pre-stop delay keeps the stop's first drain poll a second away
     // from the signal, so the app is busy by then however loaded the
     // machine (protection ends when the stop begins, before the delay).
-    let mut d = in_pod(
-        &api,
-        &sa,
-        &drain,
-        &["--grace", "6s", "--pre-stop-delay", "1s"],
-        &s,
-    )
-    .start();
+    let mut d = pod
+        .launch(&["--grace", "6s", "--pre-stop-delay", "1s"])
+        .start();
     s.wait_file("ready");
     wait_for("the pod read", PATIENCE, || {
         (!api.requests().is_empty()).then_some(())
@@ -305,10 +318,10 @@ fn nothing_is_written_during_a_stop() {
     d.signal(libc::SIGTERM);
     busy.store(true, Ordering::SeqCst);
     s.wait_file("term");
-    let polls = drain_polls(&drain);
+    let polls = drain_polls(drain);
     assert_eq!(d.wait_code(), 124, "busy to the deadline");
     assert!(
-        drain_polls(&drain) >= polls + 2,
+        drain_polls(drain) >= polls + 2,
         "the app was asked during the stop"
     );
     assert_eq!(api.patches().len(), 0, "{:?}", api.requests());
@@ -317,12 +330,9 @@ fn nothing_is_written_during_a_stop() {
 
 #[test]
 fn the_token_is_read_again_for_every_request() {
-    let api = api(&[]);
-    let s = Scratch::new("k8s-token");
-    let sa = api.service_account(&s);
-    let busy = Arc::new(AtomicBool::new(false));
-    let drain = drain_endpoint(&busy);
-    let mut d = in_pod(&api, &sa, &drain, &["--grace", "2s"], &s).start();
+    let pod = Pod::new("k8s-token", &[], false);
+    let (api, s, busy, sa) = (&pod.api, &pod.s, &pod.busy, &pod.sa);
+    let mut d = pod.launch(&["--grace", "2s"]).start();
     s.wait_file("ready");
     wait_for("the pod read", PATIENCE, || {
         (!api.requests().is_empty()).then_some(())
@@ -336,7 +346,7 @@ fn the_token_is_read_again_for_every_request() {
     fs::write(sa.join("token.tmp"), "token-2\n").unwrap();
     fs::rename(sa.join("token.tmp"), sa.join("token")).unwrap();
     busy.store(true, Ordering::SeqCst);
-    wait_patches(&api, 1, PATIENCE);
+    wait_patches(api, 1, PATIENCE);
     assert_eq!(
         api.patches()[0]["headers"]["authorization"],
         "Bearer token-2"
@@ -364,15 +374,12 @@ fn free_addr() -> String {
 
 #[test]
 fn the_grace_comes_from_the_pod() {
-    let api = api(&["--grace", "10"]);
-    let s = Scratch::new("k8s-grace");
-    let sa = api.service_account(&s);
-    let busy = Arc::new(AtomicBool::new(true));
-    let drain = drain_endpoint(&busy);
+    let pod = Pod::new("k8s-grace", &["--grace", "10"], true);
+    let s = &pod.s;
     let addr = free_addr();
     let report = s.file("report.json");
     let flags = ["--serve", &addr, "--exit-report", path_str(&report)];
-    let mut d = in_pod(&api, &sa, &drain, &flags, &s).start();
+    let mut d = pod.launch(&flags).start();
     s.wait_file("ready");
     let k8s = wait_for("the pod's grace in /status", PATIENCE, || {
         let k8s = status(&addr)?["kubernetes"].clone();
@@ -419,13 +426,10 @@ fn the_grace_comes_from_the_pod() {
 fn a_pod_of_300_kib_is_read_and_patched() {
     // Sidecars, many variables, a large last-applied annotation: the GET
     // and every PATCH answer with the whole pod.
-    let api = api(&["--grace", "10", "--pad-kib", "300"]);
-    let s = Scratch::new("k8s-big-pod");
-    let sa = api.service_account(&s);
-    let busy = Arc::new(AtomicBool::new(true));
-    let drain = drain_endpoint(&busy);
+    let pod = Pod::new("k8s-big-pod", &["--grace", "10", "--pad-kib", "300"], true);
+    let (api, s, busy) = (&pod.api, &pod.s, &pod.busy);
     let addr = free_addr();
-    let mut d = in_pod(&api, &sa, &drain, &["--serve", &addr], &s).start();
+    let mut d = pod.launch(&["--serve", &addr]).start();
     s.wait_file("ready");
     let k8s = wait_for("the pod's grace in /status", PATIENCE, || {
         let k8s = status(&addr)?["kubernetes"].clone();
@@ -451,11 +455,8 @@ fn a_pod_grace_inside_the_pre_stop_delay_is_not_taken() {
     // 10 s less its margin is 8 s, inside a 9 s delay: the app would be
     // killed before its stop signal. The default stays, and a warning says
     // why; so does one for a --grace-max past the pod's period.
-    let api = api(&["--grace", "10"]);
-    let s = Scratch::new("k8s-delay");
-    let sa = api.service_account(&s);
-    let busy = Arc::new(AtomicBool::new(false));
-    let drain = drain_endpoint(&busy);
+    let pod = Pod::new("k8s-delay", &["--grace", "10"], false);
+    let s = &pod.s;
     let addr = free_addr();
     let flags = [
         "--serve",
@@ -465,7 +466,7 @@ fn a_pod_grace_inside_the_pre_stop_delay_is_not_taken() {
         "--grace-max",
         "30s",
     ];
-    let mut d = in_pod(&api, &sa, &drain, &flags, &s).start();
+    let mut d = pod.launch(&flags).start();
     s.wait_file("ready");
     let k8s = wait_for("the pod's period in /status", PATIENCE, || {
         let k8s = status(&addr)?["kubernetes"].clone();
@@ -499,13 +500,14 @@ fn a_read_refused_at_start_is_tried_again() {
     // The RoleBinding came after the pod: the read at start gets a 403.
     // Busy's patch goes out, then the read again, and the pod's grace is
     // taken.
-    let api = api(&["--grace", "10", "--statuses", "403"]);
-    let s = Scratch::new("k8s-read-again");
-    let sa = api.service_account(&s);
-    let busy = Arc::new(AtomicBool::new(true));
-    let drain = drain_endpoint(&busy);
+    let pod = Pod::new(
+        "k8s-read-again",
+        &["--grace", "10", "--statuses", "403"],
+        true,
+    );
+    let (api, s) = (&pod.api, &pod.s);
     let addr = free_addr();
-    let mut d = in_pod(&api, &sa, &drain, &["--serve", &addr], &s).start();
+    let mut d = pod.launch(&["--serve", &addr]).start();
     s.wait_file("ready");
     let k8s = wait_for("the pod's grace in /status", PATIENCE, || {
         let k8s = status(&addr)?["kubernetes"].clone();
@@ -522,13 +524,10 @@ fn a_read_refused_at_start_is_tried_again() {
 
 #[test]
 fn a_refused_token_is_read_again_and_retried_at_once() {
-    let api = api(&["--grace", "10", "--statuses", "401"]);
-    let s = Scratch::new("k8s-401");
-    let sa = api.service_account(&s);
-    let busy = Arc::new(AtomicBool::new(false));
-    let drain = drain_endpoint(&busy);
+    let pod = Pod::new("k8s-401", &["--grace", "10", "--statuses", "401"], false);
+    let (api, s) = (&pod.api, &pod.s);
     let addr = free_addr();
-    let mut d = in_pod(&api, &sa, &drain, &["--serve", &addr], &s).start();
+    let mut d = pod.launch(&["--serve", &addr]).start();
     s.wait_file("ready");
     // The read refused, then read again at once: a read, where a later
     // poll would have sent the idle patch of a pod drainit knows nothing
@@ -551,14 +550,11 @@ fn a_refused_token_is_read_again_and_retried_at_once() {
 
 #[test]
 fn a_grace_at_or_above_the_pods_is_a_warning() {
-    let api = api(&["--grace", "10"]);
-    let s = Scratch::new("k8s-grace-warn");
-    let sa = api.service_account(&s);
-    let busy = Arc::new(AtomicBool::new(true));
-    let drain = drain_endpoint(&busy);
+    let pod = Pod::new("k8s-grace-warn", &["--grace", "10"], true);
+    let (api, s) = (&pod.api, &pod.s);
     let report = s.file("report.json");
     let flags = ["--grace", "10s", "--exit-report", path_str(&report)];
-    let mut d = in_pod(&api, &sa, &drain, &flags, &s).start();
+    let mut d = pod.launch(&flags).start();
     s.wait_file("ready");
     wait_for("the pod read", PATIENCE, || {
         (!api.requests().is_empty()).then_some(())
@@ -628,12 +624,9 @@ fn an_api_that_refuses_never_delays_the_stop() {
     // 403 to everything: one warning naming the RBAC, the app runs, the
     // stop ends at its deadline.
     let statuses = vec!["403"; 50].join(",");
-    let api = api(&["--statuses", &statuses]);
-    let s = Scratch::new("k8s-403");
-    let sa = api.service_account(&s);
-    let busy = Arc::new(AtomicBool::new(true));
-    let drain = drain_endpoint(&busy);
-    let mut d = in_pod(&api, &sa, &drain, &["--grace", "2s"], &s).start();
+    let pod = Pod::new("k8s-403", &["--statuses", &statuses], true);
+    let (api, s) = (&pod.api, &pod.s);
+    let mut d = pod.launch(&["--grace", "2s"]).start();
     s.wait_file("ready");
     wait_for("a retried patch", PATIENCE, || {
         (api.patches().len() >= 2).then_some(())
@@ -670,22 +663,19 @@ fn both_libc_builds_protect() {
 
 #[test]
 fn without_the_option_nothing_reaches_the_api_server() {
-    let api = api(&[]);
-    let s = Scratch::new("k8s-off");
-    let sa = api.service_account(&s);
-    let busy = Arc::new(AtomicBool::new(true));
-    let drain = drain_endpoint(&busy);
+    let pod = Pod::new("k8s-off", &[], true);
+    let (api, s, sa, drain) = (&pod.api, &pod.s, &pod.sa, &pod.drain);
     let mut d = drainit(["--drain-url", &drain.url("/drain"), "--grace", "2s"])
-        .with_args(sh(&s, STUBBORN))
+        .with_args(sh(s, STUBBORN))
         .env("KUBERNETES_SERVICE_HOST", "127.0.0.1")
         .env("KUBERNETES_SERVICE_PORT", &api.port.to_string())
         .env("POD_NAME", POD)
-        .before_exec(service_account_at(&sa))
+        .before_exec(service_account_at(sa))
         .start();
     s.wait_file("ready");
     d.signal(libc::SIGTERM);
     assert_eq!(d.wait_code(), 124);
-    assert!(drain_polls(&drain) >= 1);
+    assert!(drain_polls(drain) >= 1);
     assert!(
         !api.dir.file("requests.jsonl").exists() || api.requests().is_empty(),
         "{:?}",
