@@ -1,10 +1,10 @@
 //! Bounded worker pools: the threads that run requests. Each pool starts a
 //! thread only when a job finds every thread with a job (running or queued)
-//! and the pool is below its size,
-//! and keeps its threads for the next job, so a pool never holds more
-//! threads than its size, not even for the moment a finished thread takes
-//! to exit. Jobs beyond that wait in the pool's queue (the core already
-//! keeps its polls within the pool's size, so the queue stays short).
+//! and the pool is below its size, and keeps its threads for the next job,
+//! so a pool never holds more threads than its size, not even for the
+//! moment a finished thread takes to exit. Jobs beyond that wait in the
+//! pool's queue (the core already keeps its polls within the pool's size,
+//! so the queue stays short).
 
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex, MutexGuard};
