@@ -1,7 +1,14 @@
 //! The one writer of stderr once the child runs: log lines go into a
-//! bounded queue, and one thread writes them out, so a pipe nobody reads
-//! (a stalled log driver, `docker logs` in blocking mode) can hold that
-//! thread, never the event loop. Every line is written whole or dropped
+//! bounded queue, and what writes them out never waits for a reader, so a
+//! pipe nobody reads (a stalled log driver, `docker logs` in blocking mode)
+//! can never hold the event loop. When fd 2 is a pipe, a FIFO or a
+//! character device (a terminal, `/dev/null`), drainit opens the same file
+//! again through `/proc/self/fd/2` as a description of its own, made
+//! non-blocking: whoever logs writes at once what the file takes, and the
+//! event loop writes the rest when it has room ([`pump`], [`retry_in`]);
+//! no thread. Otherwise (a regular file, a socket, no `/proc`, a pipe
+//! drainit may not open) one thread writes the queue out, blocking as it
+//! must. Every line is written whole or dropped
 //! and counted, never cut: a line that does not fit the queue is dropped
 //! and counted; on a stderr the app made non-blocking (`O_NONBLOCK` on the
 //! open file description fd 2 shares) the writer waits for room with
@@ -14,7 +21,7 @@
 //! the app's own writes fail with EAGAIN.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -32,6 +39,11 @@ const WHOLE_PATIENCE: Duration = Duration::from_secs(1);
 const WHOLE_STEP: Duration = Duration::from_millis(2);
 /// Writes up to this size are atomic on a pipe: all or nothing.
 const PIPE_BUF: usize = libc::PIPE_BUF;
+/// Without a writer thread: the first and the longest wait before the loop
+/// tries a full stderr again (doubled after each try that wrote nothing,
+/// so a stderr nobody reads costs a wake-up a second).
+const RETRY_FIRST: Duration = Duration::from_millis(2);
+const RETRY_MAX: Duration = Duration::from_secs(1);
 
 struct Line {
     bytes: Vec<u8>,
@@ -54,6 +66,13 @@ struct State {
     /// the line in hand only if it is not written whole (see
     /// [`lost_total`]), and nothing more is written.
     closed: bool,
+    /// Without a writer thread: bytes of the first line already written.
+    front_done: usize,
+    /// Without a writer thread: since when the first line, longer than a
+    /// pipe takes at once, waits for room for all of it.
+    front_waits: Option<Instant>,
+    /// Without a writer thread: the wait before the next try.
+    retry: Duration,
 }
 
 #[derive(Default)]
@@ -65,6 +84,11 @@ struct Queue {
 
 static QUEUE: OnceLock<Queue> = OnceLock::new();
 static STARTED: AtomicBool = AtomicBool::new(false);
+/// The description of its own drainit writes through when it needs no
+/// writer thread (non-blocking, close-on-exec); -1 otherwise.
+static DIRECT: AtomicI32 = AtomicI32::new(-1);
+/// Without a writer thread: lines wait for room in stderr.
+static BACKLOG: AtomicBool = AtomicBool::new(false);
 /// Lines dropped since the last one that got through, and in all.
 static LOST: AtomicU64 = AtomicU64::new(0);
 static LOST_TOTAL: AtomicU64 = AtomicU64::new(0);
@@ -82,13 +106,23 @@ fn count_lost(n: u64) {
     LOST_TOTAL.fetch_add(n, Ordering::Relaxed);
 }
 
-/// Starts the writer thread (before the child: see `Pool::prestart`).
-/// `write` never blocks on stderr, before or after.
+/// Takes stderr for the log: through a description of its own when fd 2
+/// allows one ([`open_direct`]), else with the writer thread (before the
+/// child: see `Pool::prestart`). `write` never blocks on stderr, before
+/// or after.
 pub fn start() -> std::io::Result<()> {
     if started() {
         return Ok(());
     }
     let queue = QUEUE.get_or_init(Queue::default);
+    if let Some(fd) = open_direct() {
+        DIRECT.store(fd, Ordering::Release);
+        STARTED.store(true, Ordering::Release);
+        // Lines logged before now go out as the first one would.
+        let mut state = lock(queue);
+        pump_locked(&mut state, fd);
+        return Ok(());
+    }
     crate::io::threads::spawn_thread(
         "drainit-log",
         64 * 1024,
@@ -190,9 +224,143 @@ fn enqueue(bytes: Vec<u8>, last: bool) -> bool {
         state.bytes += bytes.len();
     }
     state.lines.push_back(Line { bytes, last });
+    let fd = DIRECT.load(Ordering::Acquire);
+    if fd >= 0 {
+        // Nobody waits on the queue: the line goes out now, or waits for
+        // the loop's next try.
+        pump_locked(&mut state, fd);
+        return true;
+    }
     drop(state);
     queue.changed.notify_all();
     true
+}
+
+/// The description [`start`] writes through instead of a thread: fd 2's
+/// pipe, FIFO or character device opened again (`/proc/self/fd/2`), so
+/// that its `O_NONBLOCK` is drainit's alone (the child shares fd 2's).
+/// None for anything else: a regular file opened again would write from
+/// its own offset, and a socket cannot be opened again.
+fn open_direct() -> Option<i32> {
+    // SAFETY: fstat writes into a local stat; open takes a NUL-terminated
+    // path; the fd is closed again unless it is kept.
+    unsafe {
+        let mut before: libc::stat = std::mem::zeroed();
+        if libc::fstat(libc::STDERR_FILENO, &mut before) != 0 {
+            return None;
+        }
+        let kind = before.st_mode & libc::S_IFMT;
+        if kind != libc::S_IFIFO && kind != libc::S_IFCHR {
+            return None;
+        }
+        let flags = libc::O_WRONLY | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY;
+        let fd = libc::open(c"/proc/self/fd/2".as_ptr(), flags);
+        if fd < 0 {
+            return None;
+        }
+        // The same file, not whatever a /proc of another kind held.
+        let mut after: libc::stat = std::mem::zeroed();
+        let same = libc::fstat(fd, &mut after) == 0
+            && after.st_dev == before.st_dev
+            && after.st_ino == before.st_ino
+            && after.st_rdev == before.st_rdev;
+        if !same {
+            libc::close(fd);
+            return None;
+        }
+        Some(fd)
+    }
+}
+
+/// Writes what the queue holds while stderr takes it, never waiting:
+/// without a writer thread, every line goes out here. A line the file
+/// took part of keeps its place at the front; a line longer than a pipe
+/// takes at once waits for room for all of it where [`put`]'s rules say
+/// so. Sets [`BACKLOG`] while lines are left.
+fn pump_locked(state: &mut State, fd: i32) {
+    let mut wrote = false;
+    while let Some(line) = state.lines.front() {
+        if state.closed {
+            break;
+        }
+        let len = line.bytes.len();
+        if state.front_done == 0 && len > PIPE_BUF && stderr_is_pipe() {
+            let exiting = state.deadline.is_some();
+            let patient = state
+                .front_waits
+                .is_some_and(|since| since.elapsed() >= WHOLE_PATIENCE);
+            // At exit only whole; a final line before the exit waits so
+            // at most WHOLE_PATIENCE, then goes out in pieces.
+            if exiting || (line.last && !patient) {
+                if let Some(false) = pipe_takes_whole(len) {
+                    state.front_waits.get_or_insert_with(Instant::now);
+                    break;
+                }
+            }
+        }
+        let rest = &line.bytes[state.front_done..];
+        // SAFETY: writes from a live slice to drainit's own fd.
+        let n = unsafe { libc::write(fd, rest.as_ptr().cast(), rest.len()) };
+        if n >= 0 && (n as usize) < rest.len() {
+            state.front_done += n as usize;
+            wrote |= n > 0;
+            if n > 0 {
+                continue;
+            }
+            break;
+        }
+        let error = (n < 0).then(|| std::io::Error::last_os_error().raw_os_error());
+        match error {
+            Some(Some(libc::EINTR)) => continue,
+            Some(Some(libc::EAGAIN)) => break,
+            _ => {}
+        }
+        // All of it out, or never: the reader went away (EPIPE), or the
+        // file is not there at all.
+        let whole = error.is_none();
+        let last = line.last;
+        state.front_done = 0;
+        state.front_waits = None;
+        wrote = true;
+        if let Some(line) = state.lines.pop_front() {
+            if last {
+                state.finals -= 1;
+            } else {
+                state.bytes -= line.bytes.len();
+            }
+        }
+        if !whole {
+            count_lost(1);
+        }
+    }
+    let left = !state.lines.is_empty();
+    state.retry = match (left, wrote) {
+        (false, _) | (true, true) => RETRY_FIRST,
+        (true, false) => (state.retry * 2).clamp(RETRY_FIRST, RETRY_MAX),
+    };
+    BACKLOG.store(left, Ordering::Release);
+}
+
+/// Without a writer thread, lines waiting for room in stderr: how long
+/// the event loop may wait before it calls [`pump`]. None when nothing
+/// waits (or a thread writes).
+pub fn retry_in() -> Option<Duration> {
+    if !BACKLOG.load(Ordering::Acquire) {
+        return None;
+    }
+    QUEUE.get().map(|queue| lock(queue).retry)
+}
+
+/// Without a writer thread: writes what waits and stderr now takes (the
+/// event loop calls it after each wait while [`retry_in`] says so).
+pub fn pump() {
+    let fd = DIRECT.load(Ordering::Acquire);
+    if fd < 0 || !BACKLOG.load(Ordering::Acquire) {
+        return;
+    }
+    if let Some(queue) = QUEUE.get() {
+        pump_locked(&mut lock(queue), fd);
+    }
 }
 
 /// Lines dropped since this was last asked (the next line says so).
@@ -243,6 +411,10 @@ pub fn flush(limit: Duration) -> bool {
         }
         return all;
     }
+    let direct = DIRECT.load(Ordering::Acquire);
+    if direct >= 0 {
+        return flush_direct(queue, direct, until);
+    }
     let mut state = lock(queue);
     state.deadline = Some(until);
     while !state.lines.is_empty() || state.writing {
@@ -265,6 +437,40 @@ pub fn flush(limit: Duration) -> bool {
         };
     }
     true
+}
+
+/// [`flush`] without a writer thread: writes here until the queue is
+/// empty or `until`; then counts what is left, a line partly written too
+/// (the process may end before the rest is).
+fn flush_direct(queue: &Queue, fd: i32, until: Instant) -> bool {
+    let mut state = lock(queue);
+    state.deadline = Some(until);
+    loop {
+        pump_locked(&mut state, fd);
+        if state.lines.is_empty() || state.closed {
+            return state.lines.is_empty();
+        }
+        let waits_whole = state.front_waits.is_some();
+        drop(state);
+        let more = if waits_whole {
+            step(Some(until))
+        } else {
+            wait_writable(fd, Some(until))
+        };
+        state = lock(queue);
+        if !more {
+            let left_over = state.lines.len();
+            state.lines.clear();
+            state.bytes = 0;
+            state.finals = 0;
+            state.front_done = 0;
+            state.closed = true;
+            BACKLOG.store(false, Ordering::Release);
+            drop(state);
+            count_lost(left_over as u64);
+            return false;
+        }
+    }
 }
 
 /// What fd 2 is, read once: a pipe (FIFO) gets the whole-line check.
@@ -308,9 +514,9 @@ fn pipe_takes_whole(len: usize) -> Option<bool> {
     Some(buffers - queued.min(buffers) >= need)
 }
 
-/// Waits for fd 2 to take more (POLLOUT) until `until`, or for ever;
+/// Waits for `fd` to take more (POLLOUT) until `until`, or for ever;
 /// false when the time ran out.
-fn wait_writable(until: Option<Instant>) -> bool {
+fn wait_writable(fd: i32, until: Option<Instant>) -> bool {
     let timeout = match until {
         None => -1,
         Some(until) => {
@@ -323,7 +529,7 @@ fn wait_writable(until: Option<Instant>) -> bool {
         }
     };
     let mut fds = libc::pollfd {
-        fd: libc::STDERR_FILENO,
+        fd,
         events: libc::POLLOUT,
         revents: 0,
     };
@@ -392,7 +598,7 @@ fn put(line: &Line, deadline: &dyn Fn() -> Option<Instant>) -> bool {
             // A stderr the app made non-blocking: wait for room, never
             // leave the line half written while there is time.
             Some(libc::EAGAIN) => {
-                if !wait_writable(deadline()) {
+                if !wait_writable(libc::STDERR_FILENO, deadline()) {
                     return false;
                 }
             }

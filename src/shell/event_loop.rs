@@ -12,9 +12,9 @@ use log::debug;
 use crate::core::event::Input;
 use crate::core::machine::Machine;
 use crate::core::outcome::{Ended, Outcome, Trigger};
-use crate::io::reaper;
 use crate::io::signals::{Handled, Received};
 use crate::io::threads::Inbox;
+use crate::io::{logwriter, reaper};
 use crate::shell::executor::Executor;
 use crate::shell::publish::Publisher;
 use crate::util::signame::signal_name;
@@ -68,10 +68,10 @@ pub fn drive(
         let timeout = machine
             .poll_timeout()
             .map(|at| at.saturating_duration_since(Instant::now()));
-        let mut woke = false;
+        let (mut got, mut woke) = (false, false);
         if timeout != Some(Duration::ZERO) {
-            if let Some(received) = signals.wait(timeout) {
-                woke = received.is_wake();
+            if let Some(received) = wait_signal(signals, timeout) {
+                (got, woke) = (true, received.is_wake());
                 on_signal(machine, exec, shell, received, primary);
             }
         }
@@ -85,14 +85,28 @@ pub fn drive(
         }
         // A wake-up with an empty inbox was the health listener's ask: the
         // publish at the top of the loop answers it; no tick unless a
-        // timer is due.
+        // timer is due. Nor after a wait the log's retry cut short.
         let due = machine
             .poll_timeout()
             .is_some_and(|at| at <= Instant::now());
-        if !woke || handed || due {
+        if (got && !woke) || handed || due {
             step(machine, exec, shell, Input::Timeout);
         }
     }
+}
+
+/// Waits for a handled signal at most `timeout` (None: until one comes),
+/// less while log lines wait for room in stderr: those are tried again
+/// after the wait (`logwriter::retry_in`; only without a writer thread).
+pub fn wait_signal(signals: &Handled, timeout: Option<Duration>) -> Option<Received> {
+    let wait = match (timeout, logwriter::retry_in()) {
+        (Some(t), Some(retry)) => Some(t.min(retry)),
+        (t, None) => t,
+        (None, retry) => retry,
+    };
+    let received = signals.wait(wait);
+    logwriter::pump();
+    received
 }
 
 /// Hands the core one input and performs at once what it asks: a signal

@@ -165,7 +165,7 @@ fn turns(
             continue;
         }
         let timeout = deadline.map(|d| d.saturating_duration_since(now));
-        let Some(received) = signals.wait(timeout) else {
+        let Some(received) = super::event_loop::wait_signal(signals, timeout) else {
             continue;
         };
         if received.signo != libc::SIGCHLD {
