@@ -4,9 +4,9 @@ tini-static, dumb-init and catatonit, for A/B comparisons of start-up work
 (see docs/design/performance.md, "Start-up: help, arena, floats"):
 
 - start-up: the median wall time of `INIT -- /bin/true` minus that of
-  `/bin/true` alone, every command taking its turn in each round
-  (interleaved, so a noisy neighbour slows them all alike), and each
-  drainit's ratio to tini-static;
+  `/bin/true` alone, stderr a pipe as in a container, every command taking
+  its turn in each round (interleaved, so a noisy neighbour slows them all
+  alike), and each drainit's ratio to tini-static;
 - idle Private_Dirty (`/proc/PID/smaps_rollup`, after `sync`: a freshly
   copied binary's page-cache pages count as private dirty until written
   back) of each init as PID 1 of a new PID namespace with a sleeping
@@ -55,15 +55,20 @@ def wait(check, timeout=20.0):
 
 
 def run_once(argv):
+    """One run's wall time in us: stdin and stdout /dev/null, stderr a pipe
+    (as a container's is; nothing is written to it at the default
+    verbosity)."""
     devnull = os.open(os.devnull, os.O_RDWR)
+    read, write = os.pipe()
     start = time.perf_counter_ns()
     pid = os.posix_spawn(argv[0], argv, os.environ,
                          file_actions=[(os.POSIX_SPAWN_DUP2, devnull, 0),
                                        (os.POSIX_SPAWN_DUP2, devnull, 1),
-                                       (os.POSIX_SPAWN_DUP2, devnull, 2)])
+                                       (os.POSIX_SPAWN_DUP2, write, 2)])
     _, status = os.waitpid(pid, 0)
     elapsed = time.perf_counter_ns() - start
-    os.close(devnull)
+    for fd in (devnull, read, write):
+        os.close(fd)
     if status != 0:
         raise RuntimeError(f"{argv} failed: {status}")
     return elapsed / 1000.0

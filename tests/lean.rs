@@ -86,23 +86,11 @@ fn idle_private_memory_stays_small() {
     }
 }
 
-/// The threads of `pid` by name, sorted.
-fn threads(pid: i32) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
-        .expect("task")
-        .filter_map(|t| {
-            let comm = t.ok()?.path().join("comm");
-            Some(std::fs::read_to_string(comm).ok()?.trim().to_string())
-        })
-        .collect();
-    names.sort();
-    names
-}
-
 /// Only the threads a configuration needs run beside the app: the loop and
-/// the log writer (none when no line can come), plus one poll thread for
-/// one drain URL (its host name check at start runs on that thread, not on
-/// a second one).
+/// the log writer (none when no line can come; the harness's stderr is a
+/// regular file, which needs the thread), plus one poll thread for one
+/// drain URL (its host name check at start runs on that thread, not on a
+/// second one).
 #[test]
 fn threads_beside_the_app_are_those_the_configuration_needs() {
     let cases: [(&[&str], &[&str]); 5] = [
@@ -138,8 +126,65 @@ fn threads_beside_the_app_are_those_the_configuration_needs() {
             // Every thread drainit starts is started before the child (the
             // host check at start is handed to a pool then too), so all of
             // them are there once the child runs.
-            assert_eq!(threads(pid), expected, "{build:?} {extra:?}");
+            assert_eq!(thread_names(pid), expected, "{build:?} {extra:?}");
             d.signal(libc::SIGKILL);
+        }
+    }
+}
+
+/// With stderr a pipe (a container's), or `/dev/null`, the log needs no
+/// thread: drainit writes through a non-blocking description of its own,
+/// and the loop is the only thread beside the app, on both builds.
+#[test]
+fn a_pipe_or_dev_null_for_stderr_needs_no_writer_thread() {
+    for build in [Build::Static, Build::Glibc] {
+        for (extra, pipe) in [
+            (&[][..], true),
+            (&["--emf", "-vvv"][..], true),
+            (&[][..], false),
+        ] {
+            let scratch = Scratch::new("lean-pipe");
+            let mut fds = [0; 2];
+            // SAFETY: pipe2 writes two fds we own at once.
+            assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+            // SAFETY: both fds are ours alone from here on.
+            let (read, write) = unsafe {
+                use std::os::fd::FromRawFd;
+                (
+                    std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+                    std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+                )
+            };
+            let stderr = if pipe {
+                std::process::Stdio::from(write)
+            } else {
+                drop(write);
+                std::process::Stdio::null()
+            };
+            let mut child = std::process::Command::new("unshare")
+                .args(["--pid", "--fork", "--mount-proc", "--kill-child"])
+                .arg(built(build))
+                .args(extra)
+                .args(sh(&scratch, "touch \"$D/ready\"; exec sleep 60"))
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(stderr)
+                .spawn()
+                .expect("unshare");
+            scratch.wait_file("ready");
+            let outer = child.id() as i32;
+            let pid = wait_for("drainit inside unshare", PATIENCE, || {
+                children_of(outer).first().copied()
+            });
+            assert_eq!(
+                thread_names(pid),
+                ["drainit"],
+                "{build:?} {extra:?} pipe {pipe}"
+            );
+            // SAFETY: kill to the test's own unshare, which takes drainit.
+            unsafe { libc::kill(outer, libc::SIGKILL) };
+            child.wait().expect("unshare");
+            drop(read);
         }
     }
 }

@@ -4,7 +4,10 @@
 //! and the exit report's own line (longer than a pipe writes at once) is
 //! either whole or counted. Both C libraries' builds, as PID 1, with a
 //! real pipe, a slow reader and an app that sets O_NONBLOCK on the stderr
-//! it shares with drainit.
+//! it shares with drainit; each written both ways: through drainit's own
+//! non-blocking description of the pipe (no thread), and by the writer
+//! thread (which a regular file or a socket gets; the fault-injection
+//! build's `log_writer_thread` switch gives it the pipe).
 
 mod support;
 
@@ -61,9 +64,19 @@ while True:
     time.sleep(1)
 "#;
 
+/// The builds and how each writes: without a thread, and with the writer
+/// thread.
+const SINKS: [(Build, Option<&str>); 4] = [
+    (Build::Static, None),
+    (Build::Glibc, None),
+    (Build::StaticFaults, Some("log_writer_thread=on")),
+    (Build::GlibcFaults, Some("log_writer_thread=on")),
+];
+
 /// `read_before_exit`: a slow reader from the moment every orphan is made
 /// (else nobody reads until drainit has exited: the exit's lines cannot go).
-fn run(build: Build, read_before_exit: bool) {
+/// `fault`: the fault-injection build's `DRAINIT_TEST_FAULT`.
+fn run(build: Build, fault: Option<&str>, read_before_exit: bool) {
     let scratch = Scratch::new("nonblocking-stderr");
     let report = scratch.file("report.json");
     let (read, write) = full_pipe();
@@ -105,6 +118,9 @@ fn run(build: Build, read_before_exit: bool) {
     // Only lines the test can count: a reap line per orphan reaped (the
     // report says how many), the exit report's, and the EMF line.
     command.env("DRAINIT_LOG", "warn,drainit::report=info");
+    if let Some(fault) = fault {
+        command.env("DRAINIT_TEST_FAULT", fault);
+    }
     let mut child = command.spawn().expect("unshare");
     // The reader sees the end once drainit (and everything it started) is
     // gone: no other write end may stay open here.
@@ -114,8 +130,12 @@ fn run(build: Build, read_before_exit: bool) {
     let pid = wait_for("drainit inside unshare", PATIENCE, || {
         children_of(outer).first().copied()
     });
-    // Nobody reads until every orphan is made: the queue overflows.
+    // The way it writes is the one asked for: the writer thread or none
+    // (it starts before the child does).
     scratch.wait_file("spawned");
+    let thread = thread_names(pid).iter().any(|n| n == "drainit-log");
+    assert_eq!(thread, fault.is_some(), "{build:?}: the writer thread");
+    // Nobody reads until every orphan is made: the queue overflows.
     let gate = Arc::new(AtomicBool::new(read_before_exit));
     // Then a slow reader (512 bytes every 5 ms) until the stop, and a fast
     // one after it.
@@ -185,7 +205,7 @@ fn run(build: Build, read_before_exit: bool) {
         }
     }
     eprintln!(
-        "{build:?} (read before the exit: {read_before_exit}): {lines} lines, {seen_reaped} of \
+        "{build:?} {fault:?} (read before the exit: {read_before_exit}): {lines} lines, {seen_reaped} of \
          {reaped} reap lines, {dropped} dropped ({noted} noted), report line {report_line}, \
          EMF line {emf_line}"
     );
@@ -219,8 +239,8 @@ fn run(build: Build, read_before_exit: bool) {
 
 #[test]
 fn a_non_blocking_stderr_with_a_slow_reader_loses_no_line_uncounted_and_cuts_none() {
-    for build in [Build::Static, Build::Glibc] {
-        run(build, true);
+    for (build, fault) in SINKS {
+        run(build, fault, true);
     }
 }
 
@@ -230,8 +250,8 @@ fn a_non_blocking_stderr_with_a_slow_reader_loses_no_line_uncounted_and_cuts_non
 /// did get into the pipe is whole.
 #[test]
 fn the_exits_lines_on_a_full_non_blocking_stderr_are_counted_never_cut() {
-    for build in [Build::Static, Build::Glibc] {
-        run(build, false);
+    for (build, fault) in SINKS {
+        run(build, fault, false);
     }
 }
 

@@ -9,7 +9,8 @@
 //! through a null pointer; `abort`; `gate`, which creates the file named by
 //! `DRAINIT_TEST_GATE` with `.reached` appended, then waits, at most 60 s,
 //! until the test creates the file itself: the test decides what happens
-//! while drainit stands at the point).
+//! while drainit stands at the point; `on`, for a point that is a switch
+//! ([`switched`]): it does nothing where [`point`] is called).
 
 /// Triggers the fault named for `point`, if the test asked for one.
 #[cfg(feature = "fault-injection")]
@@ -32,6 +33,7 @@ pub fn point(point: &str) {
             }
             "abort" => std::process::abort(),
             "gate" => gate(),
+            "on" => {}
             _ => panic!("fault injected at {point}"),
         }
     }
@@ -52,6 +54,23 @@ fn gate() {
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
+}
+
+/// True when the test turned the switch `name` on (`name=on`): a test
+/// build takes a path it would not take on this machine.
+#[cfg(feature = "fault-injection")]
+pub fn switched(name: &str) -> bool {
+    std::env::var_os("DRAINIT_TEST_FAULT").is_some_and(|wanted| {
+        let wanted = wanted.to_string_lossy();
+        wanted.split(',').any(|entry| entry == format!("{name}=on"))
+    })
+}
+
+/// Without the `fault-injection` feature, switches are off.
+#[cfg(not(feature = "fault-injection"))]
+#[inline(always)]
+pub fn switched(_name: &str) -> bool {
+    false
 }
 
 /// Without the `fault-injection` feature, points compile to nothing.

@@ -715,3 +715,16 @@ pub fn service_account_at(dir: &Path) -> impl FnMut() -> std::io::Result<()> + S
         Ok(())
     }
 }
+
+/// The threads of `pid` by name, sorted.
+pub fn thread_names(pid: i32) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(format!("/proc/{pid}/task"))
+        .expect("task")
+        .filter_map(|t| {
+            let comm = t.ok()?.path().join("comm");
+            Some(fs::read_to_string(comm).ok()?.trim().to_string())
+        })
+        .collect();
+    names.sort();
+    names
+}
