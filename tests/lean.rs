@@ -161,16 +161,22 @@ fn a_pipe_or_dev_null_for_stderr_needs_no_writer_thread() {
                 drop(write);
                 std::process::Stdio::null()
             };
-            let mut child = std::process::Command::new("unshare")
+            let mut command = std::process::Command::new("unshare");
+            command
                 .args(["--pid", "--fork", "--mount-proc", "--kill-child"])
                 .arg(built(build))
                 .args(extra)
                 .args(sh(&scratch, "touch \"$D/ready\"; exec sleep 60"))
                 .stdin(std::process::Stdio::null())
                 .stdout(std::process::Stdio::null())
-                .stderr(stderr)
-                .spawn()
-                .expect("unshare");
+                .stderr(stderr);
+            for (key, _) in std::env::vars() {
+                if key.starts_with("DRAINIT_") || key.starts_with("TINI_") {
+                    command.env_remove(key);
+                }
+            }
+            let mut child = command.spawn().expect("unshare");
+            drop(command);
             scratch.wait_file("ready");
             let outer = child.id() as i32;
             let pid = wait_for("drainit inside unshare", PATIENCE, || {
@@ -184,7 +190,16 @@ fn a_pipe_or_dev_null_for_stderr_needs_no_writer_thread() {
             // SAFETY: kill to the test's own unshare, which takes drainit.
             unsafe { libc::kill(outer, libc::SIGKILL) };
             child.wait().expect("unshare");
-            drop(read);
+            if pipe && !extra.is_empty() {
+                // The debug lines of the start went out through the pipe.
+                let mut text = String::new();
+                std::io::Read::read_to_string(&mut std::fs::File::from(read), &mut text)
+                    .expect("the pipe");
+                assert!(
+                    text.contains("[drainit]"),
+                    "{build:?}: no line came: {text:?}"
+                );
+            }
         }
     }
 }

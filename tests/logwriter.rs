@@ -296,3 +296,78 @@ fn a_line_written_whole_as_the_exit_gives_up_is_not_counted() {
     let file: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     assert_eq!(file["log_lines_dropped"], 1, "only the EMF line: {file}");
 }
+
+/// Without a writer thread, a line another thread logs while stderr is
+/// full (the notify reader's warning about a refused message) still goes
+/// out once the reader reads again, while drainit runs: that thread wakes
+/// the event loop, which then retries, even with no timer of its own.
+#[test]
+fn a_line_from_another_thread_on_a_full_pipe_goes_out_when_read_again() {
+    for build in [Build::Static, Build::Glibc] {
+        let scratch = Scratch::new("other-thread-line");
+        let (read, write) = full_pipe();
+        // The grandchild's message is refused (`--notify-access main`).
+        let script = format!(
+            "while [ ! -e \"$D/go\" ]; do sleep 0.01; done; '{}' STATUS=refused; \
+             touch \"$D/sent\"; exec sleep 1000",
+            notify_sender()
+        );
+        let mut command = Command::new("unshare");
+        command
+            .args(["--pid", "--fork", "--mount-proc", "--kill-child"])
+            .arg(built(build))
+            .args(["--notify", "--notify-access", "main"])
+            .args(sh(&scratch, &script))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(write));
+        for (key, _) in std::env::vars() {
+            if ["DRAINIT_", "TINI_", "NOTIFY_SOCKET"]
+                .iter()
+                .any(|p| key.starts_with(p))
+            {
+                command.env_remove(key);
+            }
+        }
+        let mut child = command.spawn().expect("unshare");
+        drop(command);
+        let outer = child.id() as i32;
+        let pid = wait_for("drainit inside unshare", PATIENCE, || {
+            children_of(outer).first().copied()
+        });
+        assert!(
+            !thread_names(pid).iter().any(|n| n == "drainit-log"),
+            "{build:?}: a writer thread on a pipe"
+        );
+        scratch.touch("go");
+        scratch.wait_file("sent");
+        // Time for the reader to log the warning into the full pipe (if it
+        // logs later, the line goes out at once and this run proves less,
+        // but it cannot fail for it).
+        std::thread::sleep(Duration::from_millis(300));
+        let mut file = File::from(read);
+        // SAFETY: fcntl on the test's own fd.
+        unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
+        let mut all = Vec::new();
+        let seen = wait_for("the refused line", PATIENCE, || {
+            let mut buf = [0u8; 65536];
+            while let Ok(n) = file.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                all.extend_from_slice(&buf[..n]);
+            }
+            let text = String::from_utf8_lossy(&all);
+            (text.contains("refused a notify message") || child.try_wait().unwrap().is_some())
+                .then_some(text.contains("refused a notify message"))
+        });
+        assert!(seen, "{build:?}: drainit ended before the line came");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "{build:?}: drainit ended"
+        );
+        // SAFETY: kill to the test's own unshare, which takes drainit.
+        unsafe { libc::kill(outer, libc::SIGKILL) };
+        child.wait().unwrap();
+    }
+}

@@ -1,12 +1,12 @@
 //! The one writer of stderr once the child runs: log lines go into a
 //! bounded queue, and what writes them out never waits for a reader, so a
 //! pipe nobody reads (a stalled log driver, `docker logs` in blocking mode)
-//! can never hold the event loop. When fd 2 is a pipe, a FIFO or a
-//! character device (a terminal, `/dev/null`), drainit opens the same file
-//! again through `/proc/self/fd/2` as a description of its own, made
-//! non-blocking: whoever logs writes at once what the file takes, and the
-//! event loop writes the rest when it has room ([`pump`], [`retry_in`]);
-//! no thread. Otherwise (a regular file, a socket, no `/proc`, a pipe
+//! can never hold the event loop. When fd 2 is a pipe, a FIFO or
+//! `/dev/null`, drainit opens the same file again through
+//! `/proc/self/fd/2` as a description of its own, made non-blocking:
+//! whoever logs writes at once what the file takes, and the event loop
+//! writes the rest when it has room ([`pump`], [`retry_in`]); no thread.
+//! Otherwise (a regular file, a socket, a terminal, no `/proc`, a pipe
 //! drainit may not open) one thread writes the queue out, blocking as it
 //! must. Every line is written whole or dropped
 //! and counted, never cut: a line that does not fit the queue is dropped
@@ -119,8 +119,7 @@ pub fn start() -> std::io::Result<()> {
         DIRECT.store(fd, Ordering::Release);
         STARTED.store(true, Ordering::Release);
         // Lines logged before now go out as the first one would.
-        let mut state = lock(queue);
-        pump_locked(&mut state, fd);
+        pump_locked(&mut lock(queue), fd);
         return Ok(());
     }
     crate::io::threads::spawn_thread(
@@ -237,10 +236,12 @@ fn enqueue(bytes: Vec<u8>, last: bool) -> bool {
 }
 
 /// The description [`start`] writes through instead of a thread: fd 2's
-/// pipe, FIFO or character device opened again (`/proc/self/fd/2`), so
+/// pipe or FIFO, or `/dev/null`, opened again (`/proc/self/fd/2`), so
 /// that its `O_NONBLOCK` is drainit's alone (the child shares fd 2's).
 /// None for anything else: a regular file opened again would write from
-/// its own offset, and a socket cannot be opened again.
+/// its own offset, a socket cannot be opened again, a terminal written
+/// without blocking may take part of a line (and the app's output would
+/// land in the middle of it), and other devices run their driver's open.
 fn open_direct() -> Option<i32> {
     // Tests take the thread on a pipe too (the fault-injection build).
     if crate::util::fault::switched("log_writer_thread") {
@@ -254,7 +255,13 @@ fn open_direct() -> Option<i32> {
             return None;
         }
         let kind = before.st_mode & libc::S_IFMT;
-        if kind != libc::S_IFIFO && kind != libc::S_IFCHR {
+        let dev_null = kind == libc::S_IFCHR && before.st_rdev == libc::makedev(1, 3);
+        if kind != libc::S_IFIFO && !dev_null {
+            return None;
+        }
+        // Only a stderr drainit may write: never a write end it lacked.
+        let access = libc::fcntl(libc::STDERR_FILENO, libc::F_GETFL) & libc::O_ACCMODE;
+        if access != libc::O_WRONLY && access != libc::O_RDWR {
             return None;
         }
         let flags = libc::O_WRONLY | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY;
@@ -280,8 +287,10 @@ fn open_direct() -> Option<i32> {
 /// without a writer thread, every line goes out here. A line the file
 /// took part of keeps its place at the front; a line longer than a pipe
 /// takes at once waits for room for all of it where [`put`]'s rules say
-/// so. Sets [`BACKLOG`] while lines are left.
-fn pump_locked(state: &mut State, fd: i32) {
+/// so. Sets [`BACKLOG`] while lines are left, and wakes the loop when
+/// another thread leaves the first.
+/// True when anything was written (or given up on).
+fn pump_locked(state: &mut State, fd: i32) -> bool {
     let mut wrote = false;
     while let Some(line) = state.lines.front() {
         if state.closed {
@@ -302,6 +311,7 @@ fn pump_locked(state: &mut State, fd: i32) {
                 }
             }
         }
+        state.front_waits = None;
         let rest = &line.bytes[state.front_done..];
         // SAFETY: writes from a live slice to drainit's own fd.
         let n = unsafe { libc::write(fd, rest.as_ptr().cast(), rest.len()) };
@@ -317,6 +327,7 @@ fn pump_locked(state: &mut State, fd: i32) {
         match error {
             Some(Some(libc::EINTR)) => continue,
             Some(Some(libc::EAGAIN)) => break,
+            Some(Some(libc::EPIPE)) => take_own_sigpipe(),
             _ => {}
         }
         // All of it out, or never: the reader went away (EPIPE), or the
@@ -324,7 +335,6 @@ fn pump_locked(state: &mut State, fd: i32) {
         let whole = error.is_none();
         let last = line.last;
         state.front_done = 0;
-        state.front_waits = None;
         wrote = true;
         if let Some(line) = state.lines.pop_front() {
             if last {
@@ -338,11 +348,37 @@ fn pump_locked(state: &mut State, fd: i32) {
         }
     }
     let left = !state.lines.is_empty();
-    state.retry = match (left, wrote) {
-        (false, _) | (true, true) => RETRY_FIRST,
-        (true, false) => (state.retry * 2).clamp(RETRY_FIRST, RETRY_MAX),
-    };
-    BACKLOG.store(left, Ordering::Release);
+    if !left || wrote {
+        state.retry = RETRY_FIRST;
+    }
+    let was = BACKLOG.swap(left, Ordering::AcqRel);
+    // Lines left by another thread (a request thread, the notify reader,
+    // the health listener): the loop may be waiting with no timeout, so
+    // it is woken to take up the retries (a wake-up with nothing in the
+    // inbox costs the core nothing).
+    // SAFETY: getpid and gettid have no preconditions.
+    if left && !was && unsafe { libc::gettid() != libc::getpid() } {
+        crate::io::threads::Waker::for_main_thread().wake();
+    }
+    wrote
+}
+
+/// After a write into a pipe nobody reads: the SIGPIPE the kernel raised
+/// in this thread (blocked, like every signal in drainit) is taken here,
+/// so the loop does not wake for it. The thread's own is taken before one
+/// sent to the process, which stays for the loop.
+fn take_own_sigpipe() {
+    // SAFETY: a set we fill ourselves, a zero timeout, no siginfo.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGPIPE);
+        let zero = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        libc::sigtimedwait(&set, std::ptr::null_mut(), &zero);
+    }
 }
 
 /// Without a writer thread, lines waiting for room in stderr: how long
@@ -363,7 +399,12 @@ pub fn pump() {
         return;
     }
     if let Some(queue) = QUEUE.get() {
-        pump_locked(&mut lock(queue), fd);
+        let mut state = lock(queue);
+        // Only the loop's tries lengthen the wait: lines queued meanwhile
+        // do not.
+        if !pump_locked(&mut state, fd) {
+            state.retry = (state.retry * 2).clamp(RETRY_FIRST, RETRY_MAX);
+        }
     }
 }
 
@@ -449,14 +490,18 @@ pub fn flush(limit: Duration) -> bool {
 fn flush_direct(queue: &Queue, fd: i32, until: Instant) -> bool {
     let mut state = lock(queue);
     state.deadline = Some(until);
+    let mut polled = false;
     loop {
-        pump_locked(&mut state, fd);
+        let wrote = pump_locked(&mut state, fd);
         if state.lines.is_empty() || state.closed {
             return state.lines.is_empty();
         }
-        let waits_whole = state.front_waits.is_some();
+        // A line waiting for room for all of it, or a file that said it
+        // had room and took nothing: steps, not a spin on `poll`.
+        let steps = state.front_waits.is_some() || (polled && !wrote);
         drop(state);
-        let more = if waits_whole {
+        polled = !steps;
+        let more = if steps {
             step(Some(until))
         } else {
             wait_writable(fd, Some(until))

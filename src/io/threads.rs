@@ -100,6 +100,13 @@ impl Waker {
         }
     }
 
+    /// The process's main thread, where the event loop runs.
+    pub fn for_main_thread() -> Waker {
+        // SAFETY: getpid has no preconditions.
+        let pid = unsafe { libc::getpid() };
+        Waker { pid, tid: pid }
+    }
+
     pub fn wake(&self) {
         let info = crate::io::signals::wake_info();
         // SAFETY: rt_tgsigqueueinfo to our own loop thread, which blocks
