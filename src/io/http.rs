@@ -14,7 +14,7 @@
 use std::cell::Cell;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream, ToSocketAddrs};
-use std::sync::{mpsc, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::proto::http::*;
@@ -118,10 +118,8 @@ fn lookup(host: &str, port: u16, deadline: Instant) -> Result<Vec<SocketAddr>, F
         names.push(host.to_string());
     }
     let pending = Lookup(host.to_string());
-    // One message ever goes through: the unbounded flavour the event loop's
-    // channel already uses holds it as well as a bounded one, and the binary
-    // then carries one channel flavour, not two.
-    let (tx, rx) = mpsc::channel();
+    let slot = Arc::new(Slot::default());
+    let reply = Reply(Arc::clone(&slot));
     let name = host.to_string();
     let spawned = crate::io::threads::spawn_thread(
         "drainit-dns",
@@ -133,7 +131,7 @@ fn lookup(host: &str, port: u16, deadline: Instant) -> Result<Vec<SocketAddr>, F
             // The name is free again before anyone hears the answer: a
             // request right after this one must not find it "still running".
             drop(pending);
-            let _ = tx.send(found);
+            reply.send(found);
         }),
     );
     if let Err(e) = spawned {
@@ -142,23 +140,69 @@ fn lookup(host: &str, port: u16, deadline: Instant) -> Result<Vec<SocketAddr>, F
             &format!("cannot start a lookup thread: {e}"),
         ));
     }
-    match rx.recv_timeout(left(deadline)?) {
-        Ok(Ok(addrs)) if !addrs.is_empty() => Ok(addrs),
-        Ok(Ok(_)) => Err(Failure::new(
+    let answer = slot.answer.lock().unwrap_or_else(PoisonError::into_inner);
+    let (mut answer, _) = slot
+        .ready
+        .wait_timeout_while(answer, left(deadline)?, |a| matches!(a, Answer::Pending))
+        .unwrap_or_else(PoisonError::into_inner);
+    match std::mem::replace(&mut *answer, Answer::Lost) {
+        Answer::Found(Ok(addrs)) if !addrs.is_empty() => Ok(addrs),
+        Answer::Found(Ok(_)) => Err(Failure::new(
             Kind::Resolve,
             &format!("no address for {host}"),
         )),
-        Ok(Err(e)) => Err(Failure::new(
+        Answer::Found(Err(e)) => Err(Failure::new(
             Kind::Resolve,
             &format!("cannot resolve {host}: {e}"),
         )),
-        Err(mpsc::RecvTimeoutError::Timeout) => Err(Failure::new(
+        Answer::Pending => Err(Failure::new(
             Kind::Timeout,
             &format!("timed out resolving {host}"),
         )),
-        Err(mpsc::RecvTimeoutError::Disconnected) => {
-            Err(Failure::new(Kind::Internal, "the lookup thread failed"))
+        Answer::Lost => Err(Failure::new(Kind::Internal, "the lookup thread failed")),
+    }
+}
+
+/// Where a lookup thread leaves its one answer for the request waiting on
+/// it. Not a std channel: this is the binary's only one, and a slot costs
+/// a fraction of its code.
+#[derive(Default)]
+struct Slot {
+    answer: Mutex<Answer>,
+    ready: Condvar,
+}
+
+#[derive(Default)]
+enum Answer {
+    #[default]
+    Pending,
+    Found(io::Result<Vec<SocketAddr>>),
+    /// The lookup thread ended without an answer (it panicked).
+    Lost,
+}
+
+/// The lookup thread's end of a slot: its answer, or, dropped without one
+/// (a panic unwinding), `Lost`; either way the waiter wakes.
+struct Reply(Arc<Slot>);
+
+impl Reply {
+    fn send(self, found: io::Result<Vec<SocketAddr>>) {
+        self.fill(Answer::Found(found));
+    }
+
+    fn fill(&self, answer: Answer) {
+        let mut slot = self.0.answer.lock().unwrap_or_else(PoisonError::into_inner);
+        if matches!(*slot, Answer::Pending) {
+            *slot = answer;
         }
+        drop(slot);
+        self.0.ready.notify_one();
+    }
+}
+
+impl Drop for Reply {
+    fn drop(&mut self) {
+        self.fill(Answer::Lost);
     }
 }
 
@@ -398,6 +442,7 @@ pub fn run_and_report(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::mpsc;
 
     #[test]
     fn parses_http_urls() {
@@ -519,6 +564,19 @@ mod tests {
         let reported = rx.recv_timeout(Duration::from_secs(5)).unwrap();
         assert_eq!(reported.unwrap_err().kind, Kind::Internal);
         assert!(rx.try_recv().is_err(), "reported once");
+    }
+
+    #[test]
+    fn a_lookup_thread_that_panics_still_wakes_the_waiter() {
+        let slot = Arc::new(Slot::default());
+        let reply = Reply(Arc::clone(&slot));
+        let thread = std::thread::spawn(move || {
+            let _reply = reply;
+            panic!("on purpose");
+        });
+        assert!(thread.join().is_err());
+        let answer = slot.answer.lock().unwrap();
+        assert!(matches!(*answer, Answer::Lost));
     }
 
     #[test]
