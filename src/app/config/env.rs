@@ -152,17 +152,32 @@ impl<'a> Env<'a> {
         })
     }
 
-    /// `opt`'s value, or its variable's, parsed. A `fn` parser and no
-    /// inlining keep one copy of this per value type in the binary.
-    #[inline(never)]
+    /// `opt`'s value, or its variable's, parsed. The work is `read`'s, one
+    /// copy for every value type; this part only keeps the parsed value.
     pub fn value<T>(
         &self,
         opt: &Opt,
         parse: fn(&str) -> Result<T, String>,
     ) -> Result<Option<T>, UsageError> {
+        let mut value = None;
+        self.read(opt, &mut |text| {
+            value = Some(parse(text)?);
+            Ok(())
+        })?;
+        Ok(value)
+    }
+
+    /// Hands `opt`'s value, or its variable's, if set, to `keep`, whose
+    /// error becomes a usage error naming what the user typed.
+    #[inline(never)]
+    fn read(
+        &self,
+        opt: &Opt,
+        keep: &mut dyn FnMut(&str) -> Result<(), String>,
+    ) -> Result<(), UsageError> {
         match self.setting(opt)? {
-            None => Ok(None),
-            Some(s) => s.parse(parse).map(Some),
+            None => Ok(()),
+            Some(s) => keep(&s.text).map_err(|why| invalid(&s.text, &s.origin, &why)),
         }
     }
 
