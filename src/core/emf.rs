@@ -37,12 +37,12 @@ pub fn line(
     ] {
         if let Some(v) = value.filter(|v| !v.is_empty()) {
             dimension.push(key);
-            root.insert(key.into(), json!(escape(v, 255)));
+            root.insert(key.into(), Value::from(escape(v, 255)));
         }
     }
     if dimension.is_empty() {
         dimension.push("Service");
-        root.insert("Service".into(), json!("drainit"));
+        root.insert("Service".into(), Value::from("drainit"));
     }
     let in_flight = summary.in_flight.and_then(|f| f.at_stop);
     let metrics: [(&str, &str, Option<u64>); 6] = [
@@ -61,7 +61,7 @@ pub fn line(
     for (name, unit, value) in metrics {
         if let Some(v) = value {
             declared.push(json!({"Name": name, "Unit": unit}));
-            root.insert(name.into(), json!(v));
+            root.insert(name.into(), Value::from(v));
         }
     }
     root.insert(
@@ -77,29 +77,32 @@ pub fn line(
     );
     // Properties: searchable in Logs Insights, not metrics.
     let (trigger, signal) = match summary.stop_trigger {
-        Some(Trigger::Signal(n)) => (json!("signal"), json!(signal_name(n))),
-        Some(Trigger::Ecs) => (json!("ecs"), Value::Null),
+        Some(Trigger::Signal(n)) => (Value::from("signal"), Value::from(signal_name(n))),
+        Some(Trigger::Ecs) => (Value::from("ecs"), Value::Null),
         None => (Value::Null, Value::Null),
     };
     let status = summary.notify.as_ref().and_then(|n| n.status.clone());
     let properties = [
-        ("outcome", json!(outcome.name())),
+        ("outcome", Value::from(outcome.name())),
         ("stop_trigger", trigger),
         ("stop_signal", signal),
-        ("deadline_ms", json!(summary.deadline_ms)),
-        ("drain_polls", json!(summary.drain_polls)),
-        ("log_lines_dropped", json!(summary.log_lines_dropped)),
+        ("deadline_ms", Value::from(summary.deadline_ms)),
+        ("drain_polls", Value::from(summary.drain_polls)),
+        ("log_lines_dropped", Value::from(summary.log_lines_dropped)),
     ];
     // The free texts: what a line too long goes without.
     let texts = [
         (
             "last_drain",
-            json!(summary.last_drain.as_deref().map(|t| escape(t, TEXT_MAX))),
+            Value::from(summary.last_drain.as_deref().map(|t| escape(t, TEXT_MAX))),
         ),
-        ("notify_status", json!(status.map(|t| escape(&t, TEXT_MAX)))),
+        (
+            "notify_status",
+            Value::from(status.map(|t| escape(&t, TEXT_MAX))),
+        ),
         (
             "ecs_task_arn",
-            json!(summary.ecs_task_arn.as_deref().map(|t| escape(t, 512))),
+            Value::from(summary.ecs_task_arn.as_deref().map(|t| escape(t, 512))),
         ),
     ];
     let present = |(key, value): (&str, Value)| (!value.is_null()).then(|| (key.into(), value));

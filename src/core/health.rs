@@ -117,8 +117,10 @@ pub fn status_json(status: Option<&Status>, now: Instant, log_lines_dropped: u64
     let ago = |at: Instant| millis(now.saturating_duration_since(at));
     let sum = &s.summary;
     let (trigger, signal) = match sum.stop_trigger {
-        Some(crate::core::outcome::Trigger::Signal(n)) => (json!("signal"), json!(signal_name(n))),
-        Some(crate::core::outcome::Trigger::Ecs) => (json!("ecs"), Value::Null),
+        Some(crate::core::outcome::Trigger::Signal(n)) => {
+            (Value::from("signal"), Value::from(signal_name(n)))
+        }
+        Some(crate::core::outcome::Trigger::Ecs) => (Value::from("ecs"), Value::Null),
         None => (Value::Null, Value::Null),
     };
     let sources: Vec<Value> = s
@@ -138,7 +140,7 @@ pub fn status_json(status: Option<&Status>, now: Instant, log_lines_dropped: u64
     let mut forwarded = Map::new();
     for (signo, n) in s.counters.forwarded.iter().enumerate() {
         if *n > 0 {
-            forwarded.insert(signal_name(signo as i32), json!(n));
+            forwarded.insert(signal_name(signo as i32), Value::from(*n));
         }
     }
     let mut body = json!({

@@ -195,8 +195,8 @@ pub fn report(outcome: &Outcome, exit_code: u8, summary: &RunSummary) -> Value {
         None => Value::Null,
     };
     let (trigger, signal) = match summary.stop_trigger {
-        Some(Trigger::Signal(signo)) => (json!("signal"), json!(signal_name(signo))),
-        Some(Trigger::Ecs) => (json!("ecs"), Value::Null),
+        Some(Trigger::Signal(signo)) => (Value::from("signal"), Value::from(signal_name(signo))),
+        Some(Trigger::Ecs) => (Value::from("ecs"), Value::Null),
         None => (Value::Null, Value::Null),
     };
     let mut report = json!({
