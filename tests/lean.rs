@@ -10,6 +10,8 @@
 
 mod support;
 
+use std::os::fd::AsRawFd;
+
 use support::*;
 
 /// Private dirty kB of `pid`'s anonymous mappings (heap, `.bss`, stacks),
@@ -192,9 +194,19 @@ fn a_pipe_or_dev_null_for_stderr_needs_no_writer_thread() {
             child.wait().expect("unshare");
             if pipe && !extra.is_empty() {
                 // The debug lines of the start went out through the pipe.
-                let mut text = String::new();
-                std::io::Read::read_to_string(&mut std::fs::File::from(read), &mut text)
-                    .expect("the pipe");
+                // Read without waiting: what drainit wrote is there.
+                let mut file = std::fs::File::from(read);
+                // SAFETY: fcntl on the test's own fd.
+                unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
+                let mut all = Vec::new();
+                let mut buf = [0u8; 65536];
+                while let Ok(n) = std::io::Read::read(&mut file, &mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    all.extend_from_slice(&buf[..n]);
+                }
+                let text = String::from_utf8_lossy(&all);
                 assert!(
                     text.contains("[drainit]"),
                     "{build:?}: no line came: {text:?}"

@@ -371,3 +371,80 @@ fn a_line_from_another_thread_on_a_full_pipe_goes_out_when_read_again() {
         child.wait().unwrap();
     }
 }
+
+/// The loop's voluntary context switches so far (each wait that ended).
+fn loop_wakeups(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap()
+}
+
+/// Without a writer thread, a stderr nobody reads costs the loop about a
+/// wake-up a second: its tries come 2 ms apart at first and twice as far
+/// apart after each that wrote nothing, up to 1 s (a fixed 2 ms would be
+/// 2,000 wake-ups in the 4 s measured).
+#[test]
+fn a_stderr_nobody_reads_costs_about_a_wake_up_a_second() {
+    for build in [Build::Static, Build::Glibc] {
+        let scratch = Scratch::new("stalled-stderr");
+        let (read, write) = full_pipe();
+        let mut command = Command::new("unshare");
+        command
+            .args(["--pid", "--fork", "--mount-proc", "--kill-child"])
+            .arg(built(build))
+            .arg("-w")
+            // An orphan, whose reap line finds the pipe full.
+            .args(sh(
+                &scratch,
+                "(sleep 0.1 &); touch \"$D/spawned\"; exec sleep 1000",
+            ))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(write));
+        for (key, _) in std::env::vars() {
+            if key.starts_with("DRAINIT_") || key.starts_with("TINI_") {
+                command.env_remove(key);
+            }
+        }
+        let mut child = command.spawn().expect("unshare");
+        drop(command);
+        let outer = child.id() as i32;
+        let pid = wait_for("drainit inside unshare", PATIENCE, || {
+            children_of(outer).first().copied()
+        });
+        scratch.wait_file("spawned");
+        // The orphan is reaped: its line waits in the queue.
+        wait_for("the orphan reaped", PATIENCE, || {
+            (children_of(pid).len() == 1).then_some(())
+        });
+        // The tries have spread out to a second by now (2 + 4 + ... ms).
+        std::thread::sleep(Duration::from_millis(2_500));
+        let before = loop_wakeups(pid);
+        std::thread::sleep(Duration::from_secs(4));
+        let woke = loop_wakeups(pid) - before;
+        assert!(woke <= 10, "{build:?}: {woke} wake-ups in 4 s");
+        // The line is still there to be read: the tries go on.
+        let mut file = File::from(read);
+        // SAFETY: fcntl on the test's own fd.
+        unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
+        let mut all = Vec::new();
+        wait_for("the reap line", PATIENCE, || {
+            let mut buf = [0u8; 65536];
+            while let Ok(n) = file.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                all.extend_from_slice(&buf[..n]);
+            }
+            String::from_utf8_lossy(&all)
+                .contains("eaped")
+                .then_some(())
+        });
+        // SAFETY: kill to the test's own unshare, which takes drainit.
+        unsafe { libc::kill(outer, libc::SIGKILL) };
+        child.wait().unwrap();
+    }
+}

@@ -194,9 +194,9 @@ impl Reply {
         let mut slot = self.0.answer.lock().unwrap_or_else(PoisonError::into_inner);
         if matches!(*slot, Answer::Pending) {
             *slot = answer;
+            drop(slot);
+            self.0.ready.notify_one();
         }
-        drop(slot);
-        self.0.ready.notify_one();
     }
 }
 

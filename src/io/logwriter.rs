@@ -7,8 +7,8 @@
 //! whoever logs writes at once what the file takes, and the event loop
 //! writes the rest when it has room ([`pump`], [`retry_in`]); no thread.
 //! Otherwise (a regular file, a socket, a terminal, no `/proc`, a pipe
-//! drainit may not open) one thread writes the queue out, blocking as it
-//! must. Every line is written whole or dropped
+//! drainit may not open, an fd 2 not open for writing) one thread writes
+//! the queue out, blocking as it must. Every line is written whole or dropped
 //! and counted, never cut: a line that does not fit the queue is dropped
 //! and counted; on a stderr the app made non-blocking (`O_NONBLOCK` on the
 //! open file description fd 2 shares) the writer waits for room with
@@ -311,10 +311,13 @@ fn pump_locked(state: &mut State, fd: i32) -> bool {
                 }
             }
         }
-        state.front_waits = None;
         let rest = &line.bytes[state.front_done..];
         // SAFETY: writes from a live slice to drainit's own fd.
         let n = unsafe { libc::write(fd, rest.as_ptr().cast(), rest.len()) };
+        if n > 0 {
+            // Started: no more waiting for room for all of it.
+            state.front_waits = None;
+        }
         if n >= 0 && (n as usize) < rest.len() {
             state.front_done += n as usize;
             wrote |= n > 0;
@@ -335,6 +338,7 @@ fn pump_locked(state: &mut State, fd: i32) -> bool {
         let whole = error.is_none();
         let last = line.last;
         state.front_done = 0;
+        state.front_waits = None;
         wrote = true;
         if let Some(line) = state.lines.pop_front() {
             if last {
@@ -388,7 +392,7 @@ pub fn retry_in() -> Option<Duration> {
     if !BACKLOG.load(Ordering::Acquire) {
         return None;
     }
-    QUEUE.get().map(|queue| lock(queue).retry)
+    QUEUE.get().map(|queue| lock(queue).retry.max(RETRY_FIRST))
 }
 
 /// Without a writer thread: writes what waits and stderr now takes (the
@@ -402,7 +406,7 @@ pub fn pump() {
         let mut state = lock(queue);
         // Only the loop's tries lengthen the wait: lines queued meanwhile
         // do not.
-        if !pump_locked(&mut state, fd) {
+        if !pump_locked(&mut state, fd) && !state.lines.is_empty() {
             state.retry = (state.retry * 2).clamp(RETRY_FIRST, RETRY_MAX);
         }
     }

@@ -100,7 +100,9 @@ impl Waker {
         }
     }
 
-    /// The process's main thread, where the event loop runs.
+    /// The process's main thread, where the event loop runs (and the
+    /// fallback's, and the exit): a wake-up sent before the loop waits, or
+    /// after it ended, stays pending (SIGCHLD is blocked from the start).
     pub fn for_main_thread() -> Waker {
         // SAFETY: getpid has no preconditions.
         let pid = unsafe { libc::getpid() };

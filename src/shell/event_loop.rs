@@ -140,8 +140,10 @@ fn on_signal(
     shell.in_hand = Some(received);
     crate::util::fault::point(if primary { "event_loop" } else { "fallback" });
     if !received.from_outside() {
-        // drainit's own SIGPIPE (a log reader that went away) and the like:
-        // never the app's business. Said once: with a dead log reader, each
+        // drainit's own SIGPIPE (a write to a peer that went away: the log
+        // writer thread's stays on that thread, and a direct log write
+        // takes its own at once, so this is rare) and the like: never the
+        // app's business. Said once: with a dead log reader, each
         // line would raise the next SIGPIPE, forever.
         if !std::mem::replace(&mut shell.own_signal_seen, true) {
             debug!(
