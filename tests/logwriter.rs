@@ -11,10 +11,11 @@
 
 mod support;
 
+use std::ffi::OsString;
 use std::fs::File;
 use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -73,6 +74,54 @@ const SINKS: [(Build, Option<&str>); 4] = [
     (Build::GlibcFaults, Some("log_writer_thread=on")),
 ];
 
+/// drainit (`build`, `args`) as PID 1 of a new PID namespace, `stderr` its
+/// stderr, with `vars` and none of this process's drainit, tini,
+/// dumb-init, ECS, Kubernetes or notify variables: the `unshare` process,
+/// and drainit's pid from here. No write end of `stderr` stays here.
+fn pid1(build: Build, args: Vec<OsString>, stderr: OwnedFd, vars: &[(&str, &str)]) -> (Child, i32) {
+    let mut command = Command::new("unshare");
+    command
+        .args(["--pid", "--fork", "--mount-proc", "--kill-child"])
+        .arg(built(build))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(stderr));
+    for (key, _) in std::env::vars() {
+        let theirs = [
+            "DRAINIT_",
+            "TINI_",
+            "ECS_",
+            "DUMB_INIT_",
+            "KUBERNETES_",
+            "NOTIFY_SOCKET",
+        ];
+        if theirs.iter().any(|p| key.starts_with(p)) {
+            command.env_remove(key);
+        }
+    }
+    command.envs(vars.iter().copied());
+    let child = command.spawn().expect("unshare");
+    let outer = child.id() as i32;
+    let pid = wait_for("drainit inside unshare", PATIENCE, || {
+        children_of(outer).first().copied()
+    });
+    (child, pid)
+}
+
+/// Appends what the non-blocking `file` holds now to `all`; true when
+/// `all` then contains `text`.
+fn read_for(file: &mut File, all: &mut Vec<u8>, text: &str) -> bool {
+    let mut buf = [0u8; 65536];
+    while let Ok(n) = file.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        all.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8_lossy(all).contains(text)
+}
+
 /// `read_before_exit`: a slow reader from the moment every orphan is made
 /// (else nobody reads until drainit has exited: the exit's lines cannot go).
 /// `fault`: the fault-injection build's `DRAINIT_TEST_FAULT`.
@@ -80,56 +129,44 @@ fn run(build: Build, fault: Option<&str>, read_before_exit: bool) {
     let scratch = Scratch::new("nonblocking-stderr");
     let report = scratch.file("report.json");
     let (read, write) = full_pipe();
-    let mut command = Command::new("unshare");
-    command
-        .args(["--pid", "--fork", "--mount-proc", "--kill-child"])
-        .arg(built(build))
-        .args([
-            "--log-format",
-            "json",
-            "-v",
-            "-w",
-            "--emf",
-            "--grace",
-            "20s",
-        ])
-        .args(["--exit-report", path_str(&report)]);
+    let mut args: Vec<OsString> = [
+        "--log-format",
+        "json",
+        "-v",
+        "-w",
+        "--emf",
+        "--grace",
+        "20s",
+        "--exit-report",
+    ]
+    .map(OsString::from)
+    .to_vec();
+    args.push(report.clone().into());
     // Drain files with long names: the exit report's line outgrows what a
     // pipe takes at once (PIPE_BUF, 4 KiB).
     for i in 0..40 {
-        command.arg("--drain-file").arg(scratch.file(&format!(
-            "a-drain-file-with-a-name-long-enough-to-make-the-report-line-long-{i:02}"
-        )));
+        args.push("--drain-file".into());
+        args.push(
+            scratch
+                .file(&format!(
+                    "a-drain-file-with-a-name-long-enough-to-make-the-report-line-long-{i:02}"
+                ))
+                .into(),
+        );
     }
-    command
-        .args(["--", "python3", "-c", APP, path_str(&scratch.path)])
-        .arg(ORPHANS.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(write.try_clone().unwrap()));
-    for (key, _) in std::env::vars() {
-        if ["DRAINIT_", "TINI_", "ECS_", "DUMB_INIT_", "KUBERNETES_"]
-            .iter()
-            .any(|p| key.starts_with(p))
-        {
-            command.env_remove(key);
-        }
+    for arg in ["--", "python3", "-c", APP, path_str(&scratch.path)] {
+        args.push(arg.into());
     }
+    args.push(ORPHANS.to_string().into());
     // Only lines the test can count: a reap line per orphan reaped (the
     // report says how many), the exit report's, and the EMF line.
-    command.env("DRAINIT_LOG", "warn,drainit::report=info");
+    let mut vars = vec![("DRAINIT_LOG", "warn,drainit::report=info")];
     if let Some(fault) = fault {
-        command.env("DRAINIT_TEST_FAULT", fault);
+        vars.push(("DRAINIT_TEST_FAULT", fault));
     }
-    let mut child = command.spawn().expect("unshare");
     // The reader sees the end once drainit (and everything it started) is
     // gone: no other write end may stay open here.
-    drop(command);
-    drop(write);
-    let outer = child.id() as i32;
-    let pid = wait_for("drainit inside unshare", PATIENCE, || {
-        children_of(outer).first().copied()
-    });
+    let (mut child, pid) = pid1(build, args, write, &vars);
     // The way it writes is the one asked for: the writer thread or none
     // (it starts before the child does).
     scratch.wait_file("spawned");
@@ -312,29 +349,10 @@ fn a_line_from_another_thread_on_a_full_pipe_goes_out_when_read_again() {
              touch \"$D/sent\"; exec sleep 1000",
             notify_sender()
         );
-        let mut command = Command::new("unshare");
-        command
-            .args(["--pid", "--fork", "--mount-proc", "--kill-child"])
-            .arg(built(build))
-            .args(["--notify", "--notify-access", "main"])
-            .args(sh(&scratch, &script))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(write));
-        for (key, _) in std::env::vars() {
-            if ["DRAINIT_", "TINI_", "NOTIFY_SOCKET"]
-                .iter()
-                .any(|p| key.starts_with(p))
-            {
-                command.env_remove(key);
-            }
-        }
-        let mut child = command.spawn().expect("unshare");
-        drop(command);
-        let outer = child.id() as i32;
-        let pid = wait_for("drainit inside unshare", PATIENCE, || {
-            children_of(outer).first().copied()
-        });
+        let mut args: Vec<OsString> =
+            vec!["--notify".into(), "--notify-access".into(), "main".into()];
+        args.extend(sh(&scratch, &script).into_iter().map(OsString::from));
+        let (mut child, pid) = pid1(build, args, write, &[]);
         assert!(
             !thread_names(pid).iter().any(|n| n == "drainit-log"),
             "{build:?}: a writer thread on a pipe"
@@ -349,17 +367,10 @@ fn a_line_from_another_thread_on_a_full_pipe_goes_out_when_read_again() {
         // SAFETY: fcntl on the test's own fd.
         unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
         let mut all = Vec::new();
+        let refused = "refused a notify message";
         let seen = wait_for("the refused line", PATIENCE, || {
-            let mut buf = [0u8; 65536];
-            while let Ok(n) = file.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                all.extend_from_slice(&buf[..n]);
-            }
-            let text = String::from_utf8_lossy(&all);
-            (text.contains("refused a notify message") || child.try_wait().unwrap().is_some())
-                .then_some(text.contains("refused a notify message"))
+            let seen = read_for(&mut file, &mut all, refused);
+            (seen || child.try_wait().unwrap().is_some()).then_some(seen)
         });
         assert!(seen, "{build:?}: drainit ended before the line came");
         assert!(
@@ -367,7 +378,7 @@ fn a_line_from_another_thread_on_a_full_pipe_goes_out_when_read_again() {
             "{build:?}: drainit ended"
         );
         // SAFETY: kill to the test's own unshare, which takes drainit.
-        unsafe { libc::kill(outer, libc::SIGKILL) };
+        unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
         child.wait().unwrap();
     }
 }
@@ -391,30 +402,11 @@ fn a_stderr_nobody_reads_costs_about_a_wake_up_a_second() {
     for build in [Build::Static, Build::Glibc] {
         let scratch = Scratch::new("stalled-stderr");
         let (read, write) = full_pipe();
-        let mut command = Command::new("unshare");
-        command
-            .args(["--pid", "--fork", "--mount-proc", "--kill-child"])
-            .arg(built(build))
-            .arg("-w")
-            // An orphan, whose reap line finds the pipe full.
-            .args(sh(
-                &scratch,
-                "(sleep 0.1 &); touch \"$D/spawned\"; exec sleep 1000",
-            ))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(write));
-        for (key, _) in std::env::vars() {
-            if key.starts_with("DRAINIT_") || key.starts_with("TINI_") {
-                command.env_remove(key);
-            }
-        }
-        let mut child = command.spawn().expect("unshare");
-        drop(command);
-        let outer = child.id() as i32;
-        let pid = wait_for("drainit inside unshare", PATIENCE, || {
-            children_of(outer).first().copied()
-        });
+        // An orphan, whose reap line finds the pipe full.
+        let script = "(sleep 0.1 &); touch \"$D/spawned\"; exec sleep 1000";
+        let mut args: Vec<OsString> = vec!["-w".into()];
+        args.extend(sh(&scratch, script).into_iter().map(OsString::from));
+        let (mut child, pid) = pid1(build, args, write, &[]);
         scratch.wait_file("spawned");
         // The orphan is reaped: its line waits in the queue.
         wait_for("the orphan reaped", PATIENCE, || {
@@ -432,19 +424,10 @@ fn a_stderr_nobody_reads_costs_about_a_wake_up_a_second() {
         unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
         let mut all = Vec::new();
         wait_for("the reap line", PATIENCE, || {
-            let mut buf = [0u8; 65536];
-            while let Ok(n) = file.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                all.extend_from_slice(&buf[..n]);
-            }
-            String::from_utf8_lossy(&all)
-                .contains("eaped")
-                .then_some(())
+            read_for(&mut file, &mut all, "Reaped zombie").then_some(())
         });
         // SAFETY: kill to the test's own unshare, which takes drainit.
-        unsafe { libc::kill(outer, libc::SIGKILL) };
+        unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
         child.wait().unwrap();
     }
 }
