@@ -8,17 +8,19 @@
 //! writes the rest when it has room ([`pump`], [`retry_in`]); no thread.
 //! Otherwise (a regular file, a socket, a terminal, no `/proc`, a pipe
 //! drainit may not open, an fd 2 not open for writing) one thread writes
-//! the queue out, blocking as it must. Every line is written whole or dropped
-//! and counted, never cut: a line that does not fit the queue is dropped
-//! and counted; on a stderr the app made non-blocking (`O_NONBLOCK` on the
-//! open file description fd 2 shares) the writer waits for room with
-//! `poll` instead of losing the rest of the line; a reader that went away
-//! (EPIPE) costs counted lines. At exit it gets a bounded time
-//! ([`flush`]); what it could not write by then is counted, and a line
-//! longer than the pipe's atomic size is only started at exit when the
-//! pipe can take it whole. File descriptor 2 keeps its flags: the child
-//! shares its open file description, and a non-blocking stderr would make
-//! the app's own writes fail with EAGAIN.
+//! the queue out, blocking as it must.
+//!
+//! Every line is written whole or dropped and counted, never cut: a line
+//! that does not fit the queue is dropped and counted; on a stderr the
+//! app made non-blocking (`O_NONBLOCK` on the open file description fd 2
+//! shares) the writer thread waits for room with `poll` instead of losing
+//! the rest of the line; a reader that went away (EPIPE) costs counted
+//! lines. At exit the writing gets a bounded time ([`flush`]); what it
+//! could not write by then is counted, and a line longer than the pipe's
+//! atomic size is only started at exit when the pipe can take it whole.
+//! File descriptor 2 keeps its flags: the child shares its open file
+//! description, and a non-blocking stderr would make the app's own writes
+//! fail with EAGAIN.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
@@ -288,8 +290,8 @@ fn open_direct() -> Option<i32> {
 /// took part of keeps its place at the front; a line longer than a pipe
 /// takes at once waits for room for all of it where [`put`]'s rules say
 /// so. Sets [`BACKLOG`] while lines are left, and wakes the loop when
-/// another thread leaves the first.
-/// True when anything was written (or given up on).
+/// another thread leaves the first. True when anything was written (or
+/// given up on).
 fn pump_locked(state: &mut State, fd: i32) -> bool {
     let mut wrote = false;
     while let Some(line) = state.lines.front() {

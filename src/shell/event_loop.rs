@@ -143,8 +143,8 @@ fn on_signal(
         // drainit's own SIGPIPE (a write to a peer that went away: the log
         // writer thread's stays on that thread, and a direct log write
         // takes its own at once, so this is rare) and the like: never the
-        // app's business. Said once: with a dead log reader, each
-        // line would raise the next SIGPIPE, forever.
+        // app's business. Said once: with a dead log reader, each line
+        // would raise the next SIGPIPE, forever.
         if !std::mem::replace(&mut shell.own_signal_seen, true) {
             debug!(
                 "not forwarding {}: drainit raised it itself (said once)",
