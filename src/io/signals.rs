@@ -106,12 +106,7 @@ pub struct Received {
     /// `si_pid` for a sent signal: the sender as seen in drainit's PID
     /// namespace, 0 when the sender is outside it (`docker stop`).
     pub sender: i32,
-    /// `si_value.sival_int` of a queued signal (SI_QUEUE), else 0.
-    pub value: i32,
 }
-
-/// The value drainit's own wake-ups carry ("drai").
-pub const WAKE_TAG: i32 = 0x6472_6169;
 
 /// Where `si_pid`, `si_uid` and `si_value` sit in a `siginfo_t`, in
 /// 32-bit words: after three ints, padded to 16 bytes on 64-bit targets.
@@ -122,8 +117,10 @@ const SI_PID_WORD: usize = if std::mem::size_of::<usize>() == 8 {
 };
 
 /// The siginfo of a wake-up (`threads::Waker`), for rt_tgsigqueueinfo:
-/// SIGCHLD, SI_QUEUE, drainit's pid and uid, `WAKE_TAG`. The kernel lets a
-/// process queue any siginfo to itself and passes it on unchanged.
+/// SIGCHLD, SI_QUEUE, drainit's pid and uid. The kernel lets a process
+/// queue any siginfo to itself and passes it on unchanged. Nothing in it
+/// marks it as a wake-up: anyone in the container can queue the same
+/// values, so the loop reaps after every SIGCHLD (`event_loop`).
 pub fn wake_info() -> [i32; 32] {
     let mut info = [0i32; 32];
     info[0] = libc::SIGCHLD;
@@ -131,7 +128,6 @@ pub fn wake_info() -> [i32; 32] {
     info[SI_PID_WORD] = own_pid();
     // SAFETY: getuid has no preconditions.
     info[SI_PID_WORD + 1] = unsafe { libc::getuid() } as i32;
-    info[SI_PID_WORD + 2] = WAKE_TAG;
     info
 }
 
@@ -142,18 +138,6 @@ impl Received {
     /// carry drainit's own pid.
     pub fn from_outside(&self) -> bool {
         self.code <= 0 && self.sender != own_pid()
-    }
-
-    /// One of drainit's own wake-ups (`threads::Waker`): a SIGCHLD a
-    /// thread of drainit queued to the loop's thread with
-    /// rt_tgsigqueueinfo, SI_QUEUE, drainit's pid and `WAKE_TAG` as its
-    /// value. Not a child (the kernel's CLD_*, > 0), not the reaper's own
-    /// "reap on" (kill(2)): it asks for no `waitpid`.
-    pub fn is_wake(&self) -> bool {
-        self.signo == libc::SIGCHLD
-            && self.code == libc::SI_QUEUE
-            && self.sender == own_pid()
-            && self.value == WAKE_TAG
     }
 }
 
@@ -403,17 +387,10 @@ impl Handled {
             if signo <= 0 {
                 return None;
             }
-            let words = &info as *const libc::siginfo_t as *const i32;
             Some(Received {
                 signo,
                 code: info.si_code,
                 sender: info.si_pid(),
-                // `si_value.sival_int`, meaningful for SI_QUEUE only.
-                value: if info.si_code == libc::SI_QUEUE {
-                    *words.add(SI_PID_WORD + 2)
-                } else {
-                    0
-                },
             })
         }
     }
@@ -590,42 +567,19 @@ mod tests {
         assert!(!is_forwardable(rtmax() + 1));
     }
 
+    /// The real thing: a Waker's SIGCHLD, taken by `wait`, reaches the
+    /// loop as a SIGCHLD drainit sent itself (never forwarded).
     #[test]
-    fn a_wake_up_is_told_from_a_child_and_from_the_reaper() {
-        let me = own_pid();
-        let got = |code, sender, value| Received {
-            signo: libc::SIGCHLD,
-            code,
-            sender,
-            value,
-        };
-        assert!(got(libc::SI_QUEUE, me, WAKE_TAG).is_wake());
-        // A child (CLD_EXITED), the reaper's kill(2), a tgkill (SI_USER on
-        // recent kernels), a sender elsewhere, another value.
-        assert!(!got(libc::CLD_EXITED, 7, 0).is_wake());
-        assert!(!got(libc::SI_USER, me, 0).is_wake());
-        assert!(!got(libc::SI_TKILL, me, 0).is_wake());
-        assert!(!got(libc::SI_QUEUE, me + 1, WAKE_TAG).is_wake());
-        assert!(!got(libc::SI_QUEUE, me, 1).is_wake());
-        let term = Received {
-            signo: libc::SIGTERM,
-            code: libc::SI_QUEUE,
-            sender: me,
-            value: WAKE_TAG,
-        };
-        assert!(!term.is_wake());
-    }
-
-    /// The real thing: a Waker's SIGCHLD, taken by `wait`, is a wake-up.
-    #[test]
-    fn a_wakers_signal_is_a_wake_up() {
+    fn a_wakers_signal_reaches_the_loop() {
         let handled = Handled(handled_set());
         block_handled();
         crate::io::threads::Waker::for_this_thread().wake();
         // Other tests of this process may leave a SIGCHLD of their own.
         let mut seen = Vec::new();
         let woke = (0..20).any(|_| match handled.wait(Some(Duration::from_secs(5))) {
-            Some(got) if got.is_wake() => !got.from_outside(),
+            Some(got) if got.signo == libc::SIGCHLD && got.code == libc::SI_QUEUE => {
+                !got.from_outside()
+            }
             other => {
                 seen.push(other);
                 false
@@ -641,7 +595,6 @@ mod tests {
             signo: libc::SIGPIPE,
             code,
             sender,
-            value: 0,
         };
         // kill(2) from another process, inside or outside the namespace.
         assert!(got(libc::SI_USER, me + 1).from_outside());

@@ -78,11 +78,13 @@ pub fn wait_until_blocked() {
 
 /// Wakes the loop from another thread (a worker's result in the inbox, the
 /// health listener's ask for a turn): SIGCHLD queued to the loop's thread
-/// with rt_tgsigqueueinfo and drainit's tag (`signals::wake_info`). The
-/// loop takes SIGCHLD anyway and never forwards it, and a pending one
-/// stays pending until the loop takes it, so no wake-up is lost. The loop tells it from a child's SIGCHLD by its origin
-/// (`signals::Received::is_wake`): a wake-up costs no `waitpid`, and no
-/// tick when the inbox is empty and no timer is due (a health ask).
+/// with rt_tgsigqueueinfo (`signals::wake_info`). The loop takes SIGCHLD
+/// anyway and never forwards it, and a pending one stays pending until the
+/// loop takes it, so no wake-up is lost. The signal proves nothing about
+/// who sent it (anyone in the container can queue the same one), so the
+/// loop reaps after every SIGCHLD: a wake-up costs one `waitpid` that finds
+/// nothing, and no tick when the inbox is empty and no timer is due (a
+/// health ask).
 #[derive(Clone, Copy)]
 pub struct Waker {
     pid: libc::pid_t,

