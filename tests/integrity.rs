@@ -116,3 +116,58 @@ fn a_flood_of_forged_wake_ups_does_not_hide_the_exit() {
         }
     }
 }
+
+/// Root drainit, the app dropped to `nobody` with a report directory it
+/// may write: the app swaps the report for a symlink to a root-only file
+/// (or a FIFO). drainit refuses to write through it: the file keeps its
+/// bytes, the run keeps the app's exit code.
+#[test]
+fn a_report_swapped_for_a_symlink_by_the_app_is_not_followed() {
+    for build in BUILDS {
+        for planted in ["ln -s \"$D/secret\"", "mkfifo"] {
+            let scratch = Scratch::new("report-link");
+            let dir = scratch.file("reports");
+            std::fs::create_dir(&dir).unwrap();
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+            let secret = scratch.file("secret");
+            std::fs::write(&secret, "root only").unwrap();
+            std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+            let report = dir.join("report.json");
+            let script = format!(
+                "rm -f \"$D/reports/report.json\" && {planted} \"$D/reports/report.json\" && exit 3"
+            );
+            let mut d = drainit([
+                "--exit-report",
+                path_str(&report),
+                "--",
+                "setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "/bin/sh",
+                "-c",
+                &script,
+            ])
+            .binary(&built(build))
+            .env("D", path_str(&scratch.path))
+            .start();
+            let code = d.wait_code();
+            assert_eq!(code, 3, "{build:?} {planted}: {}", d.stderr());
+            assert_eq!(
+                std::fs::read_to_string(&secret).unwrap(),
+                "root only",
+                "{build:?}: written through the link"
+            );
+            let kind = std::fs::symlink_metadata(&report).unwrap().file_type();
+            assert!(
+                !kind.is_file(),
+                "{build:?} {planted}: the plant is still there"
+            );
+            assert!(
+                d.stderr().contains("not a regular file"),
+                "{build:?} {planted}: {}",
+                d.stderr()
+            );
+        }
+    }
+}

@@ -112,7 +112,7 @@ fn program(config: &Config, findings: &mut Findings) {
 fn files(config: &Config, findings: &mut Findings) {
     if let Some(path) = &config.exit_report {
         match crate::io::report_file::prepare(path) {
-            Ok(()) => findings.say(Level::Ok, format_args!("--exit-report {}", path.display())),
+            Ok(_) => findings.say(Level::Ok, format_args!("--exit-report {}", path.display())),
             Err(e) => findings.say(
                 Level::Error,
                 format_args!("--exit-report {}: {e}", path.display()),

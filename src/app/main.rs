@@ -35,14 +35,24 @@ pub fn main() -> ExitCode {
     if config.compat.leave_start_directory {
         anchor_paths(&mut config);
     }
-    if let Some(path) = &config.exit_report {
-        // Before the child starts: a report that could never be written is
-        // a usage error now, not a surprise at exit.
-        if let Err(e) = crate::io::report_file::prepare(path) {
+    // Before the child starts: a report that could never be written is a
+    // usage error now, not a surprise at exit. Its directory stays open.
+    let report_file = match config
+        .exit_report
+        .as_deref()
+        .map(crate::io::report_file::prepare)
+    {
+        None => None,
+        Some(Ok(file)) => Some(file),
+        Some(Err(e)) => {
+            let path = config
+                .exit_report
+                .as_deref()
+                .unwrap_or(std::path::Path::new(""));
             eprintln!("drainit: --exit-report {}: {e}", path.display());
             return usage_error;
         }
-    }
+    };
     // Before the child starts too: an address that cannot be bound is a
     // usage error, not a health check that fails later.
     let listener = match config
@@ -79,7 +89,7 @@ pub fn main() -> ExitCode {
             )
         }
     };
-    ExitCode::from(finish(&config, &outcome, summary))
+    ExitCode::from(finish(&config, report_file.as_ref(), &outcome, summary))
 }
 
 /// The run's configuration from the command line and the environment, or
@@ -200,7 +210,12 @@ fn command_line_error(e: &clap::Error) -> String {
 
 /// The exit code of the run's outcome, after the exit report (to its file
 /// and the log) and the `--emf` line.
-fn finish(config: &Config, outcome: &Outcome, mut summary: RunSummary) -> u8 {
+fn finish(
+    config: &Config,
+    report_file: Option<&crate::io::report_file::ReportFile>,
+    outcome: &Outcome,
+    mut summary: RunSummary,
+) -> u8 {
     let policy = ExitPolicy {
         remap_to_zero: config.remap_exit.clone(),
         deadline_code: config.deadline_exit_code,
@@ -228,10 +243,10 @@ fn finish(config: &Config, outcome: &Outcome, mut summary: RunSummary) -> u8 {
     // waits for a stderr nobody reads. What it could not write is counted
     // in the report file, written after it.
     logwriter::flush(EXIT_FLUSH);
-    if let Some(path) = &config.exit_report {
+    if let (Some(file), Some(path)) = (report_file, &config.exit_report) {
         summary.log_lines_dropped = logwriter::lost_total();
         let text = format!("{}\n", exit::report(outcome, code, &summary));
-        if let Err(e) = crate::io::report_file::write(path, text.as_bytes()) {
+        if let Err(e) = file.write(text.as_bytes()) {
             warn!("cannot write the exit report to {}: {e}", path.display());
             logwriter::flush(EXIT_FLUSH);
         }

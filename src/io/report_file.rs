@@ -1,8 +1,10 @@
 //! The `--exit-report` file: checked before the child starts (its
 //! directory made if missing; anything but a regular file, or a place that
-//! cannot be written, refused), and written at exit without ever blocking:
-//! opened non-blocking, so a FIFO with no reader is an error (ENXIO), not
-//! a wait that outlives the app.
+//! cannot be written, refused), its directory kept open from then on, and
+//! written at exit without ever blocking and without following a link:
+//! created in that directory with `O_NOFOLLOW`, non-blocking, and written
+//! only when it is a regular file, so a link, FIFO, socket or device the
+//! app planted after the start is refused, never written through.
 
 use std::ffi::CString;
 use std::fs::DirBuilder;
@@ -36,9 +38,62 @@ fn on_pseudo_fs(path: &Path) -> bool {
     }
 }
 
-/// Checks the report's path before the child starts, and makes its
-/// directory (0755) if it is missing. Never opens, never truncates.
-pub fn prepare(path: &Path) -> Result<(), String> {
+/// The report's place, fixed at start: its directory, open (`O_PATH`),
+/// and its name there. Links in the path are followed once, at start, by
+/// whoever set the path up; none planted later is.
+#[derive(Debug)]
+pub struct ReportFile {
+    dir: OwnedFd,
+    name: CString,
+}
+
+/// Checks the report's path before the child starts, makes its directory
+/// (0755) if it is missing, and keeps that directory open. Never opens the
+/// file, never truncates it.
+pub fn prepare(path: &Path) -> Result<ReportFile, String> {
+    check(path)?;
+    // The path as it resolves now: a link the operator put there (at start,
+    // before the app runs) is followed this once.
+    let resolved = match std::fs::canonicalize(path) {
+        Ok(resolved) => resolved,
+        Err(_) => {
+            let dir = match path.parent() {
+                Some(dir) if !dir.as_os_str().is_empty() => dir,
+                _ => Path::new("."),
+            };
+            let dir = std::fs::canonicalize(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            match path.file_name() {
+                Some(name) => dir.join(name),
+                None => return Err("names no file".into()),
+            }
+        }
+    };
+    let (Some(dir), Some(name)) = (resolved.parent(), resolved.file_name()) else {
+        return Err("names no file".into());
+    };
+    let dir_c = CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| "has a NUL byte in its path".to_string())?;
+    let name =
+        CString::new(name.as_bytes()).map_err(|_| "has a NUL byte in its name".to_string())?;
+    // SAFETY: open with a valid C string; the fd is owned at once.
+    let fd = unsafe {
+        libc::open(
+            dir_c.as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        let e = io::Error::last_os_error();
+        return Err(format!("cannot open {}: {e}", dir.display()));
+    }
+    Ok(ReportFile {
+        // SAFETY: a fresh descriptor nothing else owns.
+        dir: unsafe { OwnedFd::from_raw_fd(fd) },
+        name,
+    })
+}
+
+fn check(path: &Path) -> Result<(), String> {
     match std::fs::metadata(path) {
         Ok(meta) => {
             let kind = meta.file_type();
@@ -78,25 +133,73 @@ pub fn prepare(path: &Path) -> Result<(), String> {
     }
 }
 
-/// Writes the report at exit, never waiting: a FIFO with no reader, a
-/// full pipe or any other failure is an error to log, not a hang.
-pub fn write(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let c = CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in the path"))?;
-    // SAFETY: open with a valid C string; the fd is owned at once.
-    let fd = unsafe {
-        libc::open(
-            c.as_ptr(),
-            libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_NONBLOCK | libc::O_CLOEXEC,
-            0o644 as libc::c_uint,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
+fn refused(what: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("it is {what} now, not a regular file; not written"),
+    )
+}
+
+impl ReportFile {
+    /// Writes the report at exit, never waiting and never through a link:
+    /// a symlink (ELOOP), a FIFO, socket or device, a file with other hard
+    /// links, a full pipe or any other failure is an error to log, not a
+    /// hang and not a write somewhere else.
+    pub fn write(&self, bytes: &[u8]) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        // Looked at first, without opening: a device is never opened.
+        // SAFETY: fstatat writes only into `st`; the name is a C string.
+        unsafe {
+            let mut st: libc::stat = std::mem::zeroed();
+            let rc = libc::fstatat(
+                self.dir.as_raw_fd(),
+                self.name.as_ptr(),
+                &mut st,
+                libc::AT_SYMLINK_NOFOLLOW,
+            );
+            if rc == 0 {
+                match st.st_mode & libc::S_IFMT {
+                    libc::S_IFREG => {}
+                    libc::S_IFLNK => return Err(refused("a symbolic link")),
+                    _ => return Err(refused("a FIFO, socket, device or directory")),
+                }
+            }
+        }
+        // SAFETY: openat with a valid C string; the fd is owned at once.
+        let fd = unsafe {
+            libc::openat(
+                self.dir.as_raw_fd(),
+                self.name.as_ptr(),
+                libc::O_WRONLY
+                    | libc::O_CREAT
+                    | libc::O_NOFOLLOW
+                    | libc::O_NONBLOCK
+                    | libc::O_NOCTTY
+                    | libc::O_CLOEXEC,
+                0o644 as libc::c_uint,
+            )
+        };
+        if fd < 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::ELOOP) {
+                return Err(refused("a symbolic link"));
+            }
+            return Err(e);
+        }
+        // SAFETY: a fresh descriptor nothing else owns.
+        let mut file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+        // What was opened, not what was looked at: swapped in between, a
+        // FIFO or a hard link to someone else's file is refused too.
+        let meta = file.metadata()?;
+        if !meta.file_type().is_file() {
+            return Err(refused("a FIFO, socket, device or directory"));
+        }
+        if std::os::unix::fs::MetadataExt::nlink(&meta) > 1 {
+            return Err(refused("a file with other hard links"));
+        }
+        file.set_len(0)?;
+        file.write_all(bytes)
     }
-    // SAFETY: a fresh descriptor nothing else owns.
-    let mut file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
-    file.write_all(bytes)
 }
 
 #[cfg(test)]
@@ -122,8 +225,38 @@ mod tests {
             "kept",
             "not truncated"
         );
-        write(&report, b"new").unwrap();
+        let file = prepare(&report).unwrap();
+        file.write(b"newer").unwrap();
+        file.write(b"new").unwrap();
         assert_eq!(std::fs::read_to_string(&report).unwrap(), "new");
+        // A link planted after the start is refused, its target untouched.
+        let target = dir.join("target");
+        std::fs::write(&target, "secret").unwrap();
+        std::fs::remove_file(&report).unwrap();
+        std::os::unix::fs::symlink(&target, &report).unwrap();
+        assert!(file.write(b"json").is_err());
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "secret");
+        // A hard link to it too.
+        std::fs::remove_file(&report).unwrap();
+        std::fs::hard_link(&target, &report).unwrap();
+        assert!(file.write(b"json").is_err());
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "secret");
+        // A FIFO is never opened.
+        std::fs::remove_file(&report).unwrap();
+        let c = CString::new(report.as_os_str().as_bytes()).unwrap();
+        // SAFETY: mkfifo with a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        assert!(file.write(b"json").is_err());
+        // The directory swapped for a link: the open directory is written.
+        std::fs::remove_file(&report).unwrap();
+        let moved = dir.join("moved");
+        std::fs::rename(dir.join("a/b"), &moved).unwrap();
+        std::os::unix::fs::symlink(&target, dir.join("a/b")).unwrap_or(());
+        file.write(b"here").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(moved.join("report.json")).unwrap(),
+            "here"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
