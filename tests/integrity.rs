@@ -171,3 +171,66 @@ fn a_report_swapped_for_a_symlink_by_the_app_is_not_followed() {
         }
     }
 }
+
+/// A pipe whose buffer is full and whose read end nobody reads (kept
+/// open, so a write waits rather than failing with EPIPE): the write end,
+/// blocking, to give drainit as its stderr.
+fn stalled_pipe() -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two fds into the array; fcntl and write on
+    // them; both are owned at once.
+    unsafe {
+        assert_eq!(
+            libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK),
+            0
+        );
+        let chunk = [b'x'; 4096];
+        while libc::write(fds[1], chunk.as_ptr().cast(), chunk.len()) > 0 {}
+        let mut one = [b'x'; 1];
+        while libc::write(fds[1], one.as_mut_ptr().cast(), 1) > 0 {}
+        let flags = libc::fcntl(fds[1], libc::F_GETFL);
+        libc::fcntl(fds[1], libc::F_SETFL, flags & !libc::O_NONBLOCK);
+        (
+            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+        )
+    }
+}
+
+/// A usage error (a flag or its variable) with fd 2 a full pipe nobody
+/// reads: drainit as PID 1 still leaves with exit 2, the child never
+/// started, as it does with a stderr that takes the line.
+#[test]
+fn a_usage_error_never_waits_for_a_stalled_stderr() {
+    use std::process::{Command, Stdio};
+    for build in BUILDS {
+        for (flags, vars) in [
+            (&["--grace", "bogus"][..], &[][..]),
+            (&[][..], &[("DRAINIT_GRACE", "bogus")][..]),
+        ] {
+            let scratch = Scratch::new("stalled-usage");
+            let marker = scratch.file("started");
+            let (_read, write) = stalled_pipe();
+            let mut command = Command::new("unshare");
+            command
+                .args(["--pid", "--fork", "--mount-proc", "--kill-child"])
+                .arg(built(build))
+                .args(flags)
+                .args(["--", "/bin/touch", path_str(&marker)])
+                .env_remove("DRAINIT_GRACE")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::from(write));
+            for (k, v) in vars {
+                command.env(k, v);
+            }
+            let mut child = command.spawn().expect("unshare");
+            let status = wait_for("drainit to exit", PATIENCE, || {
+                child.try_wait().ok().flatten()
+            });
+            assert_eq!(status.code(), Some(2), "{build:?} {flags:?} {vars:?}");
+            assert!(!marker.exists(), "{build:?}: the child started");
+        }
+    }
+}

@@ -49,7 +49,7 @@ pub fn main() -> ExitCode {
                 .exit_report
                 .as_deref()
                 .unwrap_or(std::path::Path::new(""));
-            eprintln!("drainit: --exit-report {}: {e}", path.display());
+            say_early(&format!("drainit: --exit-report {}: {e}", path.display()));
             return usage_error;
         }
     };
@@ -62,7 +62,9 @@ pub fn main() -> ExitCode {
         None => None,
         Some((_, Ok(listener))) => Some(listener),
         Some((addr, Err(e))) => {
-            eprintln!("drainit: --serve {addr}: cannot listen there: {e}");
+            say_early(&format!(
+                "drainit: --serve {addr}: cannot listen there: {e}"
+            ));
             return usage_error;
         }
     };
@@ -259,7 +261,7 @@ fn finish(
 /// on stdout as its finding.
 fn say_usage_error(line: &str, mode: Mode) {
     match mode {
-        Mode::Init => eprintln!("{line}"),
+        Mode::Init => say_early(line),
         Mode::Probe => print_quietly(&format!("unhealthy: {line}\n"), false),
         Mode::Check => {
             let finding = line.strip_prefix("drainit: ").unwrap_or(line);
@@ -274,11 +276,20 @@ fn say_usage_error(line: &str, mode: Mode) {
 fn print_quietly(text: &str, stderr: bool) {
     use std::io::Write;
     if stderr {
-        let _ = std::io::stderr().lock().write_all(text.as_bytes());
+        logwriter::write_early(text.as_bytes());
         return;
     }
     let _ = std::io::stdout().lock().write_all(text.as_bytes());
     let _ = std::io::stdout().lock().flush();
+}
+
+/// One line on stderr before the log exists (a usage error): never waits
+/// for a reader, so a stderr nobody reads cannot hold PID 1.
+fn say_early(line: &str) {
+    let mut text = String::with_capacity(line.len() + 1);
+    text.push_str(line);
+    text.push('\n');
+    logwriter::write_early(text.as_bytes());
 }
 
 /// Called `dumb-init`, drainit leaves its start directory for `/` as the

@@ -249,6 +249,12 @@ fn open_direct() -> Option<i32> {
     if crate::util::fault::switched("log_writer_thread") {
         return None;
     }
+    reopen_stderr()
+}
+
+/// fd 2's pipe or FIFO, or `/dev/null`, opened again non-blocking; None
+/// for anything else (see [`open_direct`]).
+fn reopen_stderr() -> Option<i32> {
     // SAFETY: fstat writes into a local stat; open takes a NUL-terminated
     // path; the fd is closed again unless it is kept.
     unsafe {
@@ -284,6 +290,68 @@ fn open_direct() -> Option<i32> {
         Some(fd)
     }
 }
+
+/// Writes `text` to fd 2 before the log exists (a usage error, dumb-init's
+/// help), never waiting for a reader: a pipe or FIFO through a
+/// non-blocking description of its own ([`open_direct`]'s), else only
+/// what fd 2 takes once `poll` says it has room within `EARLY_WAIT`. A
+/// stderr nobody reads loses the text; the exit code never waits for it.
+pub fn write_early(text: &[u8]) {
+    if let Some(fd) = reopen_stderr() {
+        let mut done = 0;
+        while done < text.len() {
+            let rest = &text[done..];
+            // SAFETY: writes from a live slice to a descriptor we own.
+            let n = unsafe { libc::write(fd, rest.as_ptr().cast(), rest.len()) };
+            if n > 0 {
+                done += n as usize;
+            } else if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            } else {
+                break;
+            }
+        }
+        if done < text.len() && std::io::Error::last_os_error().raw_os_error() == Some(libc::EPIPE)
+        {
+            take_own_sigpipe();
+        }
+        // SAFETY: the descriptor reopen_stderr opened; nothing else has it.
+        unsafe { libc::close(fd) };
+        return;
+    }
+    let until = Some(Instant::now() + EARLY_WAIT);
+    let mut done = 0;
+    while done < text.len() {
+        let mut fds = libc::pollfd {
+            fd: libc::STDERR_FILENO,
+            events: libc::POLLOUT,
+            revents: 0,
+        };
+        let left = until.map_or(0, |u| {
+            u.saturating_duration_since(Instant::now()).as_millis() as i32
+        });
+        // SAFETY: one pollfd we own.
+        let ready = unsafe { libc::poll(&mut fds, 1, left) };
+        if ready <= 0 || fds.revents & libc::POLLOUT == 0 {
+            return;
+        }
+        // At most PIPE_BUF at a time: with room said, that much never
+        // waits on a pipe or a socket.
+        let rest = &text[done..text.len().min(done + PIPE_BUF)];
+        // SAFETY: writes from a live slice.
+        let n = unsafe { libc::write(libc::STDERR_FILENO, rest.as_ptr().cast(), rest.len()) };
+        if n <= 0 {
+            if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EPIPE) {
+                take_own_sigpipe();
+            }
+            return;
+        }
+        done += n as usize;
+    }
+}
+
+/// How long [`write_early`] waits for a stderr it could not open again.
+const EARLY_WAIT: Duration = Duration::from_millis(100);
 
 /// Writes what the queue holds while stderr takes it, never waiting:
 /// without a writer thread, every line goes out here. A line the file
