@@ -234,3 +234,57 @@ fn a_usage_error_never_waits_for_a_stalled_stderr() {
         }
     }
 }
+
+/// Called `dumb-init` (which leaves its start directory for `/`), a drain
+/// command with a relative path runs where the child was started: the app
+/// makes `state/ready` there on SIGTERM, and the stop ends drained (0),
+/// not at the deadline (124). The same under drainit's own name.
+#[test]
+fn drain_commands_run_in_the_childs_start_directory_under_every_name() {
+    use std::process::{Command, Stdio};
+    for build in BUILDS {
+        for name in ["dumb-init", "drainit"] {
+            let scratch = Scratch::new("start-dir");
+            let work = scratch.file("work");
+            std::fs::create_dir_all(work.join("state")).unwrap();
+            let link = scratch.file(name);
+            std::os::unix::fs::symlink(built(build), &link).unwrap();
+            let stderr = scratch.file("stderr");
+            let mut child = Command::new("unshare")
+                .args(["--pid", "--fork", "--mount-proc", "--kill-child"])
+                .arg(&link)
+                .args([
+                    "--drain-exec",
+                    "test -f state/ready",
+                    "--grace",
+                    "30s",
+                    "--",
+                ])
+                .args(["/bin/sh", "-c"])
+                .arg(
+                    "trap 'touch state/ready' TERM; touch started; \
+                     while :; do sleep 0.1; done",
+                )
+                .current_dir(&work)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&stderr).unwrap())
+                .spawn()
+                .expect("unshare");
+            wait_for("the app", PATIENCE, || {
+                work.join("started").exists().then_some(())
+            });
+            let drainit = wait_for("drainit", PATIENCE, || {
+                children_of(child.id() as i32).first().copied()
+            });
+            // SAFETY: SIGTERM to the drainit this test started.
+            unsafe { libc::kill(drainit, libc::SIGTERM) };
+            let status = wait_for("drainit to exit", PATIENCE, || {
+                child.try_wait().ok().flatten()
+            });
+            let log = std::fs::read_to_string(&stderr).unwrap_or_default();
+            assert!(work.join("state/ready").exists(), "{build:?} {name}: {log}");
+            assert_eq!(status.code(), Some(0), "{build:?} {name}: {log}");
+        }
+    }
+}

@@ -322,6 +322,8 @@ fn anchor_paths(config: &mut Config) {
         .chain(config.drain_execs.iter_mut())
     {
         anchor(&mut cmd.program);
+        // Hooks, drain and stop commands run where the child starts.
+        cmd.dir = Some(here.clone());
     }
 }
 

@@ -51,6 +51,7 @@ pub(crate) fn config() -> Config {
 
 fn cmd(text: &str) -> Cmd {
     Cmd {
+        dir: None,
         text: text.into(),
         argv: vec![text.into()],
         program: PathBuf::from("/bin/true"),

@@ -206,6 +206,10 @@ pub struct Cmd {
     pub argv: Vec<String>,
     /// The program to exec, resolved against `PATH` once at start.
     pub program: PathBuf,
+    /// The directory it runs in when drainit left its start directory
+    /// (called `dumb-init`): the one the child was started in. None: the
+    /// directory drainit is in, which is the child's start directory.
+    pub dir: Option<PathBuf>,
 }
 
 /// What `--probe` checks.

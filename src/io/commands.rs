@@ -36,6 +36,7 @@ pub fn parse_command(text: &str, path: Option<&str>) -> Result<Cmd, String> {
         text: text.trim().to_string(),
         argv,
         program,
+        dir: None,
     })
 }
 
@@ -66,9 +67,11 @@ fn find_program(name: &str, path: &str) -> Result<PathBuf, String> {
 /// state: an empty mask and SIGPIPE at its default (the standard library
 /// gave neither: a command inherited drainit's full mask, and glibc's
 /// `posix_spawn` set 32 and 33 to SIG_IGN). drainit's own spawner
-/// (`spawn::spawn_command`) starts it; the reaper collects it.
+/// (`spawn::spawn_command`) starts it; the reaper collects it. It runs in
+/// `cmd.dir` when drainit left the child's start directory; a directory
+/// that is gone by then is an error, not a command run elsewhere.
 pub fn start(cmd: &Cmd) -> io::Result<i32> {
-    crate::io::spawn::spawn_command(&cmd.program, &cmd.argv)
+    crate::io::spawn::spawn_command(&cmd.program, &cmd.argv, cmd.dir.as_deref())
 }
 
 /// SIGKILL to a command's process group (its leader's pid), and what it

@@ -181,14 +181,31 @@ pub fn spawn_in(
 
 /// Starts a command: `program` (a path) with `argv` (argv[0] first), in
 /// its own process group, stdin from /dev/null, stdout and stderr to
-/// drainit's stderr, an empty mask and SIGPIPE at its default.
-pub fn spawn_command(program: &std::path::Path, argv: &[String]) -> io::Result<i32> {
+/// drainit's stderr, an empty mask and SIGPIPE at its default; in `dir`
+/// when given (opened only for the start: drainit keeps no hold on it).
+pub fn spawn_command(
+    program: &std::path::Path,
+    argv: &[String],
+    dir: Option<&std::path::Path>,
+) -> io::Result<i32> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
     let nul = |_| io::Error::new(io::ErrorKind::InvalidInput, "argument contains a NUL byte");
     let path = CString::new(program.as_os_str().as_bytes()).map_err(nul)?;
     let c_args: Vec<CString> = argv
         .iter()
         .map(|a| CString::new(a.as_bytes()).map_err(nul))
         .collect::<Result<_, _>>()?;
+    let dir = match dir {
+        Some(dir) => Some(
+            std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+                .open(dir)
+                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?,
+        ),
+        None => None,
+    };
     run(
         &c_args,
         Plan {
@@ -201,7 +218,7 @@ pub fn spawn_command(program: &std::path::Path, argv: &[String]) -> io::Result<i
             quiet_stdio: true,
             signals: Signals::Clean,
             full_restore: false,
-            dir: None,
+            dir: dir.as_ref().map(|d| d.as_raw_fd()),
             error: AtomicI32::new(0),
         },
     )
