@@ -288,3 +288,37 @@ fn drain_commands_run_in_the_childs_start_directory_under_every_name() {
         }
     }
 }
+
+/// A URL given to a switch (`--notify=URL`) is echoed redacted in the
+/// usage error, and redaction changes the values, never drainit's words.
+#[test]
+fn usage_errors_redact_values_and_keep_drainits_words() {
+    for flag in ["--notify", "--emf", "--k8s-protect", "--subreaper"] {
+        let typed = format!("{flag}=http://user:pw1@app/x?token=sec2");
+        let scratch = Scratch::new("redact-switch");
+        let marker = scratch.file("started");
+        let (code, stderr) = drainit([typed.as_str(), "/bin/touch", path_str(&marker)])
+            .not_pid1()
+            .run();
+        assert_eq!(code, 2, "{flag}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{flag}: {stderr}");
+        assert!(stderr.contains(flag), "{flag}: {stderr}");
+        for secret in ["user", "pw1", "sec2"] {
+            assert!(!stderr.contains(secret), "{flag} shows {secret}: {stderr}");
+        }
+        assert!(!marker.exists(), "{flag}: the child started");
+    }
+    assert_usage_error(
+        &["--stop-url", "https://user:pw1@app/x?token=sec2"],
+        &[],
+        "only http:// URLs are accepted, not https://",
+    );
+    let probe = std::process::Command::new(DRAINIT)
+        .args(["--probe", "https://app/x?token=sec2"])
+        .output()
+        .expect("drainit --probe");
+    let said = String::from_utf8_lossy(&probe.stdout);
+    assert!(said.contains("(or tcp://HOST:PORT)"), "{said}");
+    assert!(said.contains("not https://"), "{said}");
+    assert!(!said.contains("sec2"), "{said}");
+}

@@ -197,7 +197,17 @@ impl Mode {
 fn command_line_error(e: &clap::Error) -> String {
     let text = e.to_string();
     let first = text.lines().next().unwrap_or("invalid arguments");
-    let first = first.trim_start_matches("error: ");
+    let mut first = first.trim_start_matches("error: ").to_string();
+    // The values clap echoes may hold a secret (a URL given to a switch,
+    // `--notify=http://user:pw@host`): redacted, clap's own words kept.
+    for kind in [ContextKind::InvalidValue, ContextKind::InvalidArg] {
+        if let Some(ContextValue::String(typed)) = e.get(kind) {
+            let shown = crate::util::redact::value(typed);
+            if shown != *typed {
+                first = first.replace(typed.as_str(), &shown);
+            }
+        }
+    }
     let suggestion = match (e.kind(), e.get(ContextKind::InvalidArg)) {
         (ErrorKind::UnknownArgument, Some(ContextValue::String(typed))) => {
             spelling::flag_suggestion(typed)

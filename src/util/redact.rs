@@ -102,7 +102,12 @@ pub fn in_text(text: &str) -> String {
             })
             .map_or(rest.len(), |i| at + 3 + i);
         out.push_str(&rest[..start]);
-        if start == at {
+        if start < at && placeholder(&rest[at + 3..end]) {
+            // A scheme and nothing after it ("only http:// URLs") or a
+            // placeholder (`tcp://HOST:PORT`): drainit's own words, no
+            // secret to hide (no user-info, query or path can be in one).
+            out.push_str(&rest[start..end]);
+        } else if start == at {
             // "://" with no scheme: no URL, but what follows is hidden too.
             out.push_str("://");
             out.push_str(REDACTED);
@@ -113,6 +118,15 @@ pub fn in_text(text: &str) -> String {
     }
     out.push_str(rest);
     out
+}
+
+/// What drainit's own words put after a scheme: nothing, or capitals
+/// and `_` with at most one `:` (`HOST:PORT`, `HOST`).
+fn placeholder(after: &str) -> bool {
+    after
+        .bytes()
+        .all(|b| b.is_ascii_uppercase() || b == b'_' || b == b':')
+        && after.matches(':').count() <= 1
 }
 
 /// A value as an error may echo it back (a usage error, a `--check`
@@ -377,6 +391,14 @@ mod tests {
             "(http://a/?k=REDACTED) and <https://b/>"
         );
         assert_eq!(in_text("no url here"), "no url here");
+        // drainit's own words keep their schemes.
+        assert_eq!(
+            in_text("only http:// URLs are accepted, not https://"),
+            "only http:// URLs are accepted, not https://"
+        );
+        assert_eq!(in_text("(or tcp://HOST:PORT)"), "(or tcp://HOST:PORT)");
+        assert_eq!(in_text("x tcp://HOST:PW@h"), "x tcp://h");
+        assert_eq!(in_text("x http://A:B:C"), "x http://REDACTED");
         assert_eq!(in_text("odd ://secret"), "odd ://REDACTED");
         hides(&in_text("x=http://host:pa/ss@h/"), &["pa", "ss"]);
         assert_eq!(
