@@ -752,3 +752,70 @@ fn the_build_without_the_feature_refuses_the_option() {
         .run();
     assert_eq!(code, 0, "{stderr}");
 }
+
+/// Without `POD_NAME` the pod is taken from `HOSTNAME`, which is another
+/// name when the pod sets `spec.hostname`: one WARN at start says so and
+/// how to set `POD_NAME`; protection goes on with the name it took. With
+/// `POD_NAME` set, no such line (looked for once the first patch proves
+/// the start's lines are all out).
+#[test]
+fn a_pod_taken_from_hostname_is_one_warning() {
+    for pod_name in ["", POD] {
+        let pod = Pod::new("k8s-hostname", &["--grace", "10"], true);
+        let d = pod
+            .launch(&[])
+            .env("POD_NAME", pod_name)
+            .env("HOSTNAME", POD)
+            .start();
+        pod.s.wait_file("ready");
+        wait_patches(&pod.api, 1, PATIENCE);
+        let stderr = d.stderr();
+        let said: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.contains("POD_NAME is not set"))
+            .collect();
+        if pod_name.is_empty() {
+            assert_eq!(said.len(), 1, "{stderr}");
+            assert!(
+                said[0].contains("WARN") && said[0].contains("HOSTNAME"),
+                "{stderr}"
+            );
+            assert!(said[0].contains("fieldPath: metadata.name"), "{stderr}");
+        } else {
+            assert!(said.is_empty(), "{stderr}");
+        }
+    }
+}
+
+/// A `terminationGracePeriodSeconds` that is not a whole number of seconds
+/// (a string, an object) is one true WARN: the grace stays the default,
+/// the pod is read once and never again (no "retried" promise), and
+/// protection goes on.
+#[test]
+fn an_unreadable_pod_grace_is_one_true_warning() {
+    for odd in [r#""30""#, r#"{"seconds":30}"#] {
+        let pod = Pod::new("k8s-odd-grace", &["--grace-json", odd], true);
+        let addr = free_addr();
+        let d = pod.launch(&["--serve", &addr]).start();
+        pod.s.wait_file("ready");
+        wait_patches(&pod.api, 1, PATIENCE);
+        let k8s = wait_for("/status", PATIENCE, || status(&addr)).clone();
+        assert_eq!(k8s["kubernetes"]["grace_from"], "default", "{odd}: {k8s}");
+        assert_eq!(k8s["kubernetes"]["grace_ms"], 25_000, "{odd}: {k8s}");
+        let reads = pod
+            .api
+            .requests()
+            .iter()
+            .filter(|r| r["method"] == "GET")
+            .count();
+        assert_eq!(reads, 1, "{odd}: read once");
+        let stderr = d.stderr();
+        let said: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.contains("WARN") && l.contains("terminationGracePeriodSeconds"))
+            .collect();
+        assert_eq!(said.len(), 1, "{odd}: {stderr}");
+        assert!(said[0].contains("not a whole number"), "{stderr}");
+        assert!(!stderr.contains("retried"), "{odd}: {stderr}");
+    }
+}

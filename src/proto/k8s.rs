@@ -303,6 +303,8 @@ pub struct Pod {
     pub resource_version: Option<String>,
     /// `spec.terminationGracePeriodSeconds`.
     pub grace_seconds: Option<u64>,
+    /// It is there but not a whole number of seconds.
+    pub grace_unreadable: bool,
 }
 
 impl Pod {
@@ -447,9 +449,11 @@ impl<'de> Visitor<'de> for Walk<'_> {
                     at: At::Annotations,
                 })?,
                 (At::Metadata, Some(_)) => pod.resource_version = m.next_value_seed(Text)?,
-                (At::Spec, Some(_)) => {
-                    pod.grace_seconds = m.next_value::<Option<u64>>().unwrap_or(None);
-                }
+                (At::Spec, Some(_)) => match m.next_value_seed(Period)? {
+                    Some(Ok(seconds)) => pod.grace_seconds = Some(seconds),
+                    Some(Err(())) => pod.grace_unreadable = true,
+                    None => {}
+                },
                 (At::Annotations, Some(i)) => pod.annotations[i] = m.next_value_seed(Text)?,
                 (_, None) => {
                     m.next_value::<IgnoredAny>()?;
@@ -457,6 +461,51 @@ impl<'de> Visitor<'de> for Walk<'_> {
             }
         }
         Ok(())
+    }
+}
+
+/// `terminationGracePeriodSeconds` as found: a whole number of seconds,
+/// something else (skipped whole: a string, a negative or fractional
+/// number, an object), or null (as if absent).
+struct Period;
+
+impl<'de> DeserializeSeed<'de> for Period {
+    type Value = Option<Result<u64, ()>>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Period {
+    type Value = Option<Result<u64, ()>>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a number of seconds")
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(Some(Ok(v)))
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(Some(Err(())))
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(Some(Err(())))
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(Some(Err(())))
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(Some(Err(())))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+        while a.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Some(Err(())))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+        while m.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Some(Err(())))
     }
 }
 
@@ -729,6 +778,18 @@ mod tests {
             env.join(",")
         );
         assert_eq!(read_pod(body.as_bytes()).unwrap().grace_seconds, Some(30));
+        // Not a whole number of seconds: the rest of the pod is still read.
+        for odd in [r#""30""#, "-1", "2.5", "true", r#"{"a":[1]}"#, "[30]"] {
+            let body = format!(
+                r#"{{"spec":{{"terminationGracePeriodSeconds":{odd}}},"metadata":{{"resourceVersion":"9"}}}}"#
+            );
+            let pod = read_pod(body.as_bytes()).unwrap();
+            assert_eq!(pod.grace_seconds, None, "{odd}");
+            assert!(pod.grace_unreadable, "{odd}");
+            assert_eq!(pod.resource_version.as_deref(), Some("9"), "{odd}");
+        }
+        let pod = read_pod(br#"{"spec":{"terminationGracePeriodSeconds":null}}"#).unwrap();
+        assert!(!pod.grace_unreadable && pod.grace_seconds.is_none());
     }
 
     #[test]

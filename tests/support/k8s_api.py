@@ -30,7 +30,7 @@ The port is written to DIR/port once it listens.
 
     k8s_api.py --dir DIR [--ca rsa|p256] [--cert good|wrong-ca|no-ip-san]
                [--tls12] [--tokens T1,T2] [--namespace NS] [--pod NAME]
-               [--grace N] [--annotations JSON] [--pad-kib N] [--statuses 401,200,...]
+               [--grace N] [--grace-json JSON] [--annotations JSON] [--pad-kib N] [--statuses 401,200,...]
                [--retry-after N]
                [--mode normal|drop|lost|endless|dribble|silent|plaintext]
 """
@@ -109,7 +109,9 @@ class Api:
             },
             "spec": {
                 "containers": [{"name": "app", "image": "worker:1"}],
-                "terminationGracePeriodSeconds": args.grace,
+                "terminationGracePeriodSeconds": args.grace
+                if args.grace_json is None
+                else json.loads(args.grace_json),
                 "serviceAccountName": "worker",
             },
             "status": {"phase": "Running"},
@@ -309,6 +311,8 @@ def main():
     p.add_argument("--namespace", default="jobs")
     p.add_argument("--pod", default="worker-7d9f-x2")
     p.add_argument("--grace", type=int, default=30)
+    # terminationGracePeriodSeconds as raw JSON (a string, an object...).
+    p.add_argument("--grace-json", default=None)
     p.add_argument("--annotations", default="{}")
     p.add_argument("--statuses", default="")
     p.add_argument("--pad-kib", type=int, default=0)

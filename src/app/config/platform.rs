@@ -177,11 +177,14 @@ pub(super) fn k8s(
         env.get("KUBERNETES_SERVICE_PORT")?.as_deref(),
     )
     .map_err(need)?;
-    let pod = api::pod_name(
-        env.get("POD_NAME")?.as_deref(),
-        env.get("HOSTNAME")?.as_deref(),
-    )
-    .map_err(need)?;
+    let pod_name = env.get("POD_NAME")?;
+    let pod = api::pod_name(pod_name.as_deref(), env.get("HOSTNAME")?.as_deref()).map_err(need)?;
+    if pod_name.as_deref().map_or(true, str::is_empty) {
+        // A pod with `spec.hostname` set has another HOSTNAME than its name.
+        notices.push(Notice::Warn(format!(
+            "--k8s-protect: POD_NAME is not set, so the pod is taken from HOSTNAME ({pod}), which is another name when the pod sets spec.hostname; set POD_NAME from the downward API (env: name: POD_NAME, valueFrom: fieldRef: fieldPath: metadata.name)"
+        )));
+    }
     let namespace = read_namespace().map_err(need)?;
     let names: Vec<&str> = managed.iter().map(|a| a.name()).collect();
     notices.push(Notice::Info(format!(

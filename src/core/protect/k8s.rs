@@ -169,7 +169,13 @@ impl Protection {
     fn read(&mut self, body: &[u8]) {
         let pod = match read_pod(body) {
             Ok(pod) => pod,
-            Err(e) => return self.say("unreadable", &format!("the pod's read: {e}")),
+            Err(e) => {
+                // Not read again: said once, as it is.
+                return warn!(
+                    "Kubernetes pod protection: the pod's read: {e}; its annotations and terminationGracePeriodSeconds are not known, so the grace stays {}",
+                    self.grace_text()
+                );
+            }
         };
         self.on = self.holds(&pod);
         if pod.holds(self.managed) {
@@ -179,6 +185,12 @@ impl Protection {
             );
         }
         let Some(period) = pod.grace_seconds else {
+            if pod.grace_unreadable {
+                warn!(
+                    "the pod's terminationGracePeriodSeconds is not a whole number of seconds, so the grace stays {}",
+                    self.grace_text()
+                );
+            }
             return;
         };
         self.period = Some(period);
@@ -215,6 +227,12 @@ impl Protection {
                 self.learnt = Some(Grace { grace, grace_max });
             }
         }
+    }
+
+    /// The grace that applies, as a log line says it.
+    fn grace_text(&self) -> String {
+        self.grace
+            .map_or("none".to_string(), |g| format!("{} ms", millis(g)))
     }
 
     /// A failure: said once until a different one comes, then no request
