@@ -8,7 +8,6 @@
 mod support;
 
 use std::os::unix::fs::PermissionsExt;
-use std::time::Duration;
 
 use support::*;
 
