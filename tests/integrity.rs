@@ -321,3 +321,127 @@ fn usage_errors_redact_values_and_keep_drainits_words() {
     assert!(said.contains("not https://"), "{said}");
     assert!(!said.contains("sec2"), "{said}");
 }
+
+/// Fills fd 2's pipe from the app, through a non-blocking description of
+/// its own, until it takes no more byte.
+const FILL: &str = r#"
+import os
+fd = os.open("/proc/self/fd/2", os.O_WRONLY | os.O_NONBLOCK)
+for size in (4096, 1):
+    try:
+        while True:
+            os.write(fd, b"x" * (size - 1) + b"\n" if size > 1 else b"\n")
+    except BlockingIOError:
+        pass
+"#;
+
+/// Everything the non-blocking read end holds now, appended to `all`.
+fn drain_pipe(read: &mut std::fs::File, all: &mut Vec<u8>, at_most: usize) {
+    use std::io::Read;
+    let mut buf = vec![0u8; at_most.min(65536)];
+    let mut taken = 0;
+    while taken < at_most {
+        let want = (at_most - taken).min(buf.len());
+        match read.read(&mut buf[..want]) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                all.extend_from_slice(&buf[..n]);
+                taken += n;
+            }
+        }
+    }
+}
+
+/// At exit a report line over 4 KiB (40 drain URLs) waits for room for
+/// all of it in a pipe a slow reader keeps nearly full; the EMF line
+/// behind it must not wait with it. The app fills the pipe, the reader
+/// takes 16 KiB (room for the EMF line, not for the report line by the
+/// whole-line rule), and the app exits: the EMF line is out.
+#[test]
+fn a_long_report_line_does_not_cost_the_emf_line_behind_it() {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::process::{Command, Stdio};
+    use support::server::{json, Server};
+    let busy = Server::start(|_, _| json(200, r#"{"readyForTermination":false}"#));
+    for build in BUILDS {
+        let scratch = Scratch::new("emf-behind");
+        let report = scratch.file("report.json");
+        let mut fds = [0; 2];
+        // SAFETY: pipe2 fills the array; the read end alone is made
+        // non-blocking (its own description); both are owned at once.
+        let (mut read, write) = unsafe {
+            assert_eq!(libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC), 0);
+            let flags = libc::fcntl(fds[0], libc::F_GETFL);
+            libc::fcntl(fds[0], libc::F_SETFL, flags | libc::O_NONBLOCK);
+            (
+                std::fs::File::from_raw_fd(fds[0]),
+                OwnedFd::from_raw_fd(fds[1]),
+            )
+        };
+        let app = format!(
+            "trap 'touch \"$D/term\"' TERM; touch \"$D/ready\"; \
+             while [ ! -e \"$D/fill\" ]; do sleep 0.01; done; \
+             python3 -c '{FILL}'; touch \"$D/filled\"; \
+             while [ ! -e \"$D/go\" ]; do sleep 0.01; done; exit 0"
+        );
+        let mut command = Command::new("unshare");
+        command
+            .args(["--pid", "--fork", "--mount-proc", "--kill-child"])
+            .arg(built(build))
+            .args(["--emf", "--grace", "60s", "--exit-report"])
+            .arg(&report);
+        for i in 0..40 {
+            command.arg("--drain-url").arg(busy.url(&format!(
+                "/drain/a-rather-long-path-for-source-number-{i:02}/of-the-app"
+            )));
+        }
+        command
+            .args(["--", "/bin/sh", "-c", &app])
+            .env("D", &scratch.path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(write));
+        let mut child = command.spawn().expect("unshare");
+        let mut all = Vec::new();
+        wait_for("the app", PATIENCE, || {
+            drain_pipe(&mut read, &mut all, usize::MAX);
+            scratch.file("ready").exists().then_some(())
+        });
+        let drainit = wait_for("drainit", PATIENCE, || {
+            children_of(child.id() as i32).first().copied()
+        });
+        // SAFETY: SIGTERM to the drainit this test started.
+        unsafe { libc::kill(drainit, libc::SIGTERM) };
+        wait_for("the app's SIGTERM", PATIENCE, || {
+            drain_pipe(&mut read, &mut all, usize::MAX);
+            scratch.file("term").exists().then_some(())
+        });
+        // From here the reader is slow: the app fills the pipe.
+        scratch.touch("fill");
+        scratch.wait_file("filled");
+        drain_pipe(&mut read, &mut all, 16 * 1024);
+        scratch.touch("go");
+        let status = wait_for("drainit to exit", PATIENCE, || {
+            child.try_wait().ok().flatten()
+        });
+        drain_pipe(&mut read, &mut all, usize::MAX);
+        assert_eq!(status.code(), Some(0), "{build:?}");
+        let written = std::fs::read_to_string(&report).unwrap_or_default();
+        assert!(
+            written.len() > 4096,
+            "{build:?}: a report of {} bytes",
+            written.len()
+        );
+        let text = String::from_utf8_lossy(&all);
+        let emf = text
+            .lines()
+            .filter(|l| l.starts_with('{') && l.contains("\"_aws\""))
+            .count();
+        assert_eq!(
+            emf,
+            1,
+            "{build:?}: the EMF line is lost (report {} bytes)",
+            written.len()
+        );
+    }
+}

@@ -17,7 +17,8 @@
 //! the rest of the line; a reader that went away (EPIPE) costs counted
 //! lines. At exit the writing gets a bounded time ([`flush`]); what it
 //! could not write by then is counted, and a line longer than the pipe's
-//! atomic size is only started at exit when the pipe can take it whole.
+//! atomic size is only started at exit when the pipe can take it whole;
+//! while it waits, the shorter lines behind it go ahead of it.
 //! File descriptor 2 keeps its flags: the child shares its open file
 //! description, and a non-blocking stderr would make the app's own writes
 //! fail with EAGAIN.
@@ -377,6 +378,21 @@ fn pump_locked(state: &mut State, fd: i32) -> bool {
             if exiting || (line.last && !patient) {
                 if let Some(false) = pipe_takes_whole(len) {
                     state.front_waits.get_or_insert_with(Instant::now);
+                    // At exit a long line waiting for room must not cost
+                    // the lines behind it (the EMF line after a long
+                    // report): the first that a pipe takes all or nothing
+                    // of goes ahead of it.
+                    let short = state
+                        .lines
+                        .iter()
+                        .skip(1)
+                        .position(|l| l.bytes.len() <= PIPE_BUF);
+                    if let Some(at) = short.filter(|_| exiting) {
+                        if let Some(ahead) = state.lines.remove(at + 1) {
+                            state.lines.push_front(ahead);
+                            continue;
+                        }
+                    }
                     break;
                 }
             }
