@@ -292,8 +292,10 @@ fn drain_commands_run_in_the_childs_start_directory_under_every_name() {
 /// usage error, and redaction changes the values, never drainit's words.
 #[test]
 fn usage_errors_redact_values_and_keep_drainits_words() {
-    for flag in ["--notify", "--emf", "--k8s-protect", "--subreaper"] {
-        let typed = format!("{flag}=http://user:pw1@app/x?token=sec2");
+    let switches = ["--notify", "--emf", "--k8s-protect", "--subreaper"];
+    // A value read from a secret often ends in a newline.
+    for (flag, end) in switches.iter().flat_map(|f| [(*f, ""), (*f, "\n")]) {
+        let typed = format!("{flag}=http://user:pw1@app/x?token=sec2{end}");
         let scratch = Scratch::new("redact-switch");
         let marker = scratch.file("started");
         let (code, stderr) = drainit([typed.as_str(), "/bin/touch", path_str(&marker)])
@@ -363,7 +365,13 @@ fn a_long_report_line_does_not_cost_the_emf_line_behind_it() {
     use std::process::{Command, Stdio};
     use support::server::{json, Server};
     let busy = Server::start(|_, _| json(200, r#"{"readyForTermination":false}"#));
-    for build in BUILDS {
+    // Without a writer thread (the pipe opened again), and with one.
+    let sinks = [
+        (Build::Static, ""),
+        (Build::Glibc, ""),
+        (Build::StaticFaults, "log_writer_thread=on"),
+    ];
+    for (build, fault) in sinks {
         let scratch = Scratch::new("emf-behind");
         let report = scratch.file("report.json");
         let mut fds = [0; 2];
@@ -398,6 +406,7 @@ fn a_long_report_line_does_not_cost_the_emf_line_behind_it() {
         command
             .args(["--", "/bin/sh", "-c", &app])
             .env("D", &scratch.path)
+            .env("DRAINIT_TEST_FAULT", fault)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::from(write));
@@ -440,8 +449,14 @@ fn a_long_report_line_does_not_cost_the_emf_line_behind_it() {
         assert_eq!(
             emf,
             1,
-            "{build:?}: the EMF line is lost (report {} bytes)",
+            "{build:?} {fault}: the EMF line is lost (report {} bytes)",
             written.len()
+        );
+        // The report line, which could not go whole, is counted.
+        let report: serde_json::Value = serde_json::from_str(&written).unwrap();
+        assert!(
+            report["log_lines_dropped"].as_u64() >= Some(1),
+            "{build:?} {fault}: {report}"
         );
     }
 }

@@ -768,8 +768,15 @@ fn a_pod_taken_from_hostname_is_one_warning() {
             .env("HOSTNAME", POD)
             .start();
         pod.s.wait_file("ready");
+        // The start's notices are logged in order, the HOSTNAME one before
+        // this INFO line: once it is out, so is any warning before it.
+        let stderr = wait_for("the protection's INFO line", PATIENCE, || {
+            let stderr = d.stderr();
+            stderr
+                .contains("Kubernetes pod protection for")
+                .then_some(stderr)
+        });
         wait_patches(&pod.api, 1, PATIENCE);
-        let stderr = d.stderr();
         let said: Vec<&str> = stderr
             .lines()
             .filter(|l| l.contains("POD_NAME is not set"))
@@ -802,6 +809,12 @@ fn an_unreadable_pod_grace_is_one_true_warning() {
         let k8s = wait_for("/status", PATIENCE, || status(&addr)).clone();
         assert_eq!(k8s["kubernetes"]["grace_from"], "default", "{odd}: {k8s}");
         assert_eq!(k8s["kubernetes"]["grace_ms"], 25_000, "{odd}: {k8s}");
+        // Three more rounds of protection (one a second), in each of which
+        // a read still owed would have been sent.
+        let polled = drain_polls(&pod.drain);
+        wait_for("three more protection rounds", PATIENCE, || {
+            (drain_polls(&pod.drain) >= polled + 3).then_some(())
+        });
         let reads = pod
             .api
             .requests()
@@ -809,7 +822,10 @@ fn an_unreadable_pod_grace_is_one_true_warning() {
             .filter(|r| r["method"] == "GET")
             .count();
         assert_eq!(reads, 1, "{odd}: read once");
-        let stderr = d.stderr();
+        let stderr = wait_for("the warning", PATIENCE, || {
+            let stderr = d.stderr();
+            stderr.contains("not a whole number").then_some(stderr)
+        });
         let said: Vec<&str> = stderr
             .lines()
             .filter(|l| l.contains("WARN") && l.contains("terminationGracePeriodSeconds"))

@@ -205,9 +205,16 @@ fn command_line_error(e: &clap::Error) -> String {
             let shown = crate::util::redact::value(typed);
             if shown != *typed {
                 first = first.replace(typed.as_str(), &shown);
+                // Only the first line of clap's text is kept: a value with
+                // a newline shows there in part.
+                for part in typed.lines().filter(|p| !p.is_empty()) {
+                    first = first.replace(part, &crate::util::redact::value(part));
+                }
             }
         }
     }
+    // Whatever still looks like a URL, however clap quoted it.
+    let first = crate::util::redact::in_text(&first);
     let suggestion = match (e.kind(), e.get(ContextKind::InvalidArg)) {
         (ErrorKind::UnknownArgument, Some(ContextValue::String(typed))) => {
             spelling::flag_suggestion(typed)

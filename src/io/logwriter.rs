@@ -136,7 +136,7 @@ pub fn start() -> std::io::Result<()> {
                         // The exit counted what was left; nothing more.
                         state.writing = false;
                         queue.changed.notify_all();
-                    } else if let Some(line) = state.lines.pop_front() {
+                    } else if let Some(line) = pop_next(&mut state) {
                         if line.last {
                             state.finals -= 1;
                         } else {
@@ -152,7 +152,27 @@ pub fn start() -> std::io::Result<()> {
                     state = queue.changed.wait(state).unwrap_or_else(|e| e.into_inner());
                 }
             };
-            let whole = put(&line, &|| lock(queue).deadline);
+            let shorter_waits = || {
+                let state = lock(queue);
+                state.lines.iter().any(|l| l.bytes.len() <= PIPE_BUF)
+            };
+            let put = put(&line, &|| lock(queue).deadline, &shorter_waits);
+            if put == Put::Back {
+                // At exit a long line waiting for room must not cost the
+                // shorter lines behind it: it goes back, they go first.
+                let mut state = lock(queue);
+                if line.last {
+                    state.finals += 1;
+                } else {
+                    state.bytes += line.bytes.len();
+                }
+                state.lines.push_front(line);
+                state.writing = false;
+                drop(state);
+                queue.changed.notify_all();
+                continue;
+            }
+            let whole = put == Put::Whole;
             if whole {
                 HELD_WRITTEN.store(true, Ordering::Release);
             }
@@ -539,7 +559,7 @@ pub fn flush(limit: Duration) -> bool {
         drop(state);
         let mut all = true;
         for line in lines {
-            if !put(&line, &|| Some(until)) {
+            if put(&line, &|| Some(until), &|| false) != Put::Whole {
                 count_lost(1);
                 all = false;
             }
@@ -693,13 +713,51 @@ fn step(until: Option<Instant>) -> bool {
     true
 }
 
-/// Writes one line to fd 2, whole, or none of it when it can be helped:
-/// true when all of it went out. `deadline` is the exit's, asked again at
-/// each wait (it comes when the exit begins).
-fn put(line: &Line, deadline: &dyn Fn() -> Option<Instant>) -> bool {
+/// What [`put`] did with a line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Put {
+    /// All of it went out.
+    Whole,
+    /// Not all of it, and it never will.
+    Lost,
+    /// None of it: at exit it waits for room for all of it while a
+    /// shorter line waits behind it, which goes first.
+    Back,
+}
+
+/// The writer thread's next line: the first, unless the exit began and it
+/// is a long line the pipe cannot take whole yet while a shorter one
+/// waits behind it (that one goes first, as without a thread).
+fn pop_next(state: &mut State) -> Option<Line> {
+    let waits = state.lines.front().is_some_and(|l| {
+        state.deadline.is_some()
+            && l.bytes.len() > PIPE_BUF
+            && stderr_is_pipe()
+            && pipe_takes_whole(l.bytes.len()) == Some(false)
+    });
+    let at = match waits {
+        true => state
+            .lines
+            .iter()
+            .position(|l| l.bytes.len() <= PIPE_BUF)
+            .unwrap_or(0),
+        false => 0,
+    };
+    state.lines.remove(at)
+}
+
+/// Writes one line to fd 2, whole, or none of it when it can be helped.
+/// `deadline` is the exit's, asked again at each wait (it comes when the
+/// exit begins); `shorter_waits` says, once it has, whether a shorter line
+/// waits behind this one (then a long line waiting for room goes back).
+fn put(
+    line: &Line,
+    deadline: &dyn Fn() -> Option<Instant>,
+    shorter_waits: &dyn Fn() -> bool,
+) -> Put {
     let bytes = &line.bytes[..];
     if bytes.is_empty() {
-        return true;
+        return Put::Whole;
     }
     // Up to PIPE_BUF bytes a pipe takes all or nothing. A longer line goes
     // in pieces, and at exit the process may end between two of them: so
@@ -716,8 +774,11 @@ fn put(line: &Line, deadline: &dyn Fn() -> Option<Instant>) -> bool {
                 Some(true) | None => break,
                 Some(false) if until.is_none() && began.elapsed() >= WHOLE_PATIENCE => break,
                 Some(false) => {
+                    if until.is_some() && shorter_waits() {
+                        return Put::Back;
+                    }
                     if !step(until) {
-                        return false;
+                        return Put::Lost;
                     }
                 }
             }
@@ -738,12 +799,12 @@ fn put(line: &Line, deadline: &dyn Fn() -> Option<Instant>) -> bool {
             // leave the line half written while there is time.
             Some(libc::EAGAIN) => {
                 if !wait_writable(libc::STDERR_FILENO, deadline()) {
-                    return false;
+                    return Put::Lost;
                 }
             }
             // The reader went away (EPIPE), or stderr is not there at all.
-            _ => return false,
+            _ => return Put::Lost,
         }
     }
-    true
+    Put::Whole
 }

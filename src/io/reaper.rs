@@ -32,6 +32,11 @@ impl Batch {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+
+    /// The children collected, in order.
+    pub fn iter(&self) -> std::slice::Iter<'_, (i32, Ended)> {
+        self.0.iter()
+    }
 }
 
 impl Drop for Batch {

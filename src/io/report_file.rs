@@ -51,23 +51,10 @@ pub struct ReportFile {
 /// (0755) if it is missing, and keeps that directory open. Never opens the
 /// file, never truncates it.
 pub fn prepare(path: &Path) -> Result<ReportFile, String> {
-    check(path)?;
     // The path as it resolves now: a link the operator put there (at start,
-    // before the app runs) is followed this once.
-    let resolved = match std::fs::canonicalize(path) {
-        Ok(resolved) => resolved,
-        Err(_) => {
-            let dir = match path.parent() {
-                Some(dir) if !dir.as_os_str().is_empty() => dir,
-                _ => Path::new("."),
-            };
-            let dir = std::fs::canonicalize(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-            match path.file_name() {
-                Some(name) => dir.join(name),
-                None => return Err("names no file".into()),
-            }
-        }
-    };
+    // before the app runs) is followed this once, dangling or not.
+    let resolved = resolve(path)?;
+    check(&resolved)?;
     let (Some(dir), Some(name)) = (resolved.parent(), resolved.file_name()) else {
         return Err("names no file".into());
     };
@@ -93,6 +80,40 @@ pub fn prepare(path: &Path) -> Result<ReportFile, String> {
     })
 }
 
+/// `path` with the links of its last component followed (at most 8) and
+/// its directory made canonical; a name that is not there yet is kept.
+fn resolve(path: &Path) -> Result<std::path::PathBuf, String> {
+    let mut path = path.to_path_buf();
+    let mut links = 0;
+    while std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
+        links += 1;
+        if links > 8 {
+            return Err("is a chain of more than 8 symbolic links".into());
+        }
+        let target = std::fs::read_link(&path).map_err(|e| e.to_string())?;
+        path = match path.parent() {
+            Some(dir) if target.is_relative() => dir.join(target),
+            _ => target,
+        };
+    }
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let Some(name) = path.file_name() else {
+        return Err("names no file".into());
+    };
+    if !dir.exists() {
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    let dir = std::fs::canonicalize(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    Ok(dir.join(name))
+}
+
 fn check(path: &Path) -> Result<(), String> {
     match std::fs::metadata(path) {
         Ok(meta) => {
@@ -106,6 +127,11 @@ fn check(path: &Path) -> Result<(), String> {
             }
             if on_pseudo_fs(path) {
                 return Err("is on /proc or /sys, not a file for a report".into());
+            }
+            if std::os::unix::fs::MetadataExt::nlink(&meta) > 1 {
+                return Err(
+                    "has other hard links: a report is written only to a file of its own".into(),
+                );
             }
             writable(path).map_err(|e| format!("cannot be written: {e}"))
         }
@@ -142,12 +168,27 @@ fn refused(what: &str) -> io::Error {
 
 impl ReportFile {
     /// Writes the report at exit, never waiting and never through a link:
-    /// a symlink (ELOOP), a FIFO, socket or device, a file with other hard
-    /// links, a full pipe or any other failure is an error to log, not a
-    /// hang and not a write somewhere else.
+    /// a symlink, a FIFO, socket or device is refused (an error to log, not
+    /// a hang and not a write somewhere else). The report is written to a
+    /// new file of its own in the directory and renamed over the name, so
+    /// no file planted there (a hard link to someone else's) is ever
+    /// opened for writing; where the name cannot be replaced (a file
+    /// bind-mounted there, as Kubernetes' `/dev/termination-log`, or a
+    /// directory drainit may not create in) it is written in place, with
+    /// the same refusals.
     pub fn write(&self, bytes: &[u8]) -> io::Result<()> {
+        self.refuse_what_is_there()?;
+        match self.replace(bytes) {
+            Ok(true) => Ok(()),
+            Ok(false) => self.in_place(bytes),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A link or anything but a regular file at the name, looked at
+    /// without following or opening it (a device is never opened).
+    fn refuse_what_is_there(&self) -> io::Result<()> {
         use std::os::fd::AsRawFd;
-        // Looked at first, without opening: a device is never opened.
         // SAFETY: fstatat writes only into `st`; the name is a C string.
         unsafe {
             let mut st: libc::stat = std::mem::zeroed();
@@ -165,6 +206,72 @@ impl ReportFile {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// The report in a new file (`O_EXCL`, never an existing one) renamed
+    /// over the name: true when done, false when the name cannot be
+    /// replaced that way (then it is written in place); an error when
+    /// writing failed.
+    fn replace(&self, bytes: &[u8]) -> io::Result<bool> {
+        use std::os::fd::AsRawFd;
+        let dir = self.dir.as_raw_fd();
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        for attempt in 0..4u32 {
+            let temp = format!(
+                ".{}.drainit-{}-{nanos}-{attempt}",
+                self.name.to_string_lossy(),
+                std::process::id()
+            );
+            let Ok(temp) = CString::new(temp) else {
+                return Ok(false);
+            };
+            // SAFETY: openat with a valid C string; the fd is owned at once.
+            let fd = unsafe {
+                libc::openat(
+                    dir,
+                    temp.as_ptr(),
+                    libc::O_WRONLY
+                        | libc::O_CREAT
+                        | libc::O_EXCL
+                        | libc::O_NOFOLLOW
+                        | libc::O_NOCTTY
+                        | libc::O_CLOEXEC,
+                    0o644 as libc::c_uint,
+                )
+            };
+            if fd < 0 {
+                if io::Error::last_os_error().raw_os_error() == Some(libc::EEXIST) {
+                    continue;
+                }
+                return Ok(false);
+            }
+            // SAFETY: a fresh descriptor nothing else owns.
+            let mut file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+            let written = file.write_all(bytes);
+            drop(file);
+            // SAFETY: renameat and unlinkat with valid C strings in our
+            // directory; the name renamed over is replaced, never followed.
+            let renamed = written.is_ok()
+                && unsafe { libc::renameat(dir, temp.as_ptr(), dir, self.name.as_ptr()) } == 0;
+            if !renamed {
+                // SAFETY: as above.
+                unsafe { libc::unlinkat(dir, temp.as_ptr(), 0) };
+            }
+            return match written {
+                Err(e) => Err(e),
+                Ok(()) => Ok(renamed),
+            };
+        }
+        Ok(false)
+    }
+
+    /// The report written into the file at the name, opened without
+    /// following a link, only when it is a regular file of its own.
+    fn in_place(&self, bytes: &[u8]) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
         // SAFETY: openat with a valid C string; the fd is owned at once.
         let fd = unsafe {
             libc::openat(
@@ -236,11 +343,16 @@ mod tests {
         std::os::unix::fs::symlink(&target, &report).unwrap();
         assert!(file.write(b"json").is_err());
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "secret");
-        // A hard link to it too.
+        // A hard link to it is replaced by a file of the report's own.
         std::fs::remove_file(&report).unwrap();
         std::fs::hard_link(&target, &report).unwrap();
-        assert!(file.write(b"json").is_err());
+        file.write(b"json").unwrap();
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "secret");
+        assert_eq!(std::fs::read_to_string(&report).unwrap(), "json");
+        // ...and refused at start.
+        std::fs::remove_file(&report).unwrap();
+        std::fs::hard_link(&target, &report).unwrap();
+        assert!(prepare(&report).unwrap_err().contains("hard links"));
         // A FIFO is never opened.
         std::fs::remove_file(&report).unwrap();
         let c = CString::new(report.as_os_str().as_bytes()).unwrap();
@@ -257,6 +369,27 @@ mod tests {
             std::fs::read_to_string(moved.join("report.json")).unwrap(),
             "here"
         );
+        // No temporary file is left behind.
+        let left: Vec<_> = std::fs::read_dir(&moved)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().contains(".drainit-"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+        // A link the operator made before the start is followed then, even
+        // to a file not there yet.
+        let link = dir.join("link.json");
+        std::os::unix::fs::symlink(dir.join("out/real.json"), &link).unwrap();
+        let linked = prepare(&link).unwrap();
+        linked.write(b"via link").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.join("out/real.json")).unwrap(),
+            "via link"
+        );
+        assert!(std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

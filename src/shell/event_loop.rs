@@ -177,12 +177,20 @@ fn on_signal(
 fn reap(machine: &mut Machine<'_>, exec: &mut Executor<'_>, shell: &mut Shell) -> bool {
     let reaped = reaper::reap_all();
     let told = !reaped.ended.is_empty() || reaped.none_left;
-    for (pid, ended) in reaped.ended {
-        let input = exec.reaped(pid, ended, shell.child_status.is_none());
-        if let Input::ChildExited(ended) = input {
-            // Recorded before anything that could fail: the fallback ends
-            // with it.
+    let mut running = shell.child_status.is_none();
+    // The main child's status is recorded before anything of the batch is
+    // handed on, since that could fail: the fallback ends with it, even
+    // after a panic on an orphan reaped before it.
+    if running {
+        if let Some(&(_, ended)) = reaped.ended.iter().find(|(pid, _)| *pid == exec.child()) {
             shell.child_status = Some(ended);
+        }
+    }
+    for (pid, ended) in reaped.ended {
+        let input = exec.reaped(pid, ended, running);
+        if let Input::ChildExited(ended) = input {
+            shell.child_status = Some(ended);
+            running = false;
         }
         step(machine, exec, shell, input);
     }

@@ -120,13 +120,10 @@ pub fn in_text(text: &str) -> String {
     out
 }
 
-/// What drainit's own words put after a scheme: nothing, or capitals
-/// and `_` with at most one `:` (`HOST:PORT`, `HOST`).
+/// What drainit's own words put after a scheme: nothing, or one of its
+/// placeholders (`tcp://HOST:PORT`).
 fn placeholder(after: &str) -> bool {
-    after
-        .bytes()
-        .all(|b| b.is_ascii_uppercase() || b == b'_' || b == b':')
-        && after.matches(':').count() <= 1
+    matches!(after, "" | "HOST" | "HOST:PORT")
 }
 
 /// A value as an error may echo it back (a usage error, a `--check`
@@ -399,6 +396,7 @@ mod tests {
         assert_eq!(in_text("(or tcp://HOST:PORT)"), "(or tcp://HOST:PORT)");
         assert_eq!(in_text("x tcp://HOST:PW@h"), "x tcp://h");
         assert_eq!(in_text("x http://A:B:C"), "x http://REDACTED");
+        assert_eq!(in_text("x http://ADMIN:SECRET y"), "x http://REDACTED y");
         assert_eq!(in_text("odd ://secret"), "odd ://REDACTED");
         hides(&in_text("x=http://host:pa/ss@h/"), &["pa", "ss"]);
         assert_eq!(
