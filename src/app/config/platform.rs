@@ -96,6 +96,9 @@ fn metadata_uri(
     }
 }
 
+/// Both protections asked for: one platform, one back-end.
+const BOTH_PROTECT: &str = "--k8s-protect and --ecs-protect cannot be used together: choose the platform this container runs on";
+
 /// `--ecs-protect`'s settings when it is on. Its interval and length are
 /// checked whether or not it is: a bad value is a mistake even where it
 /// has no effect yet.
@@ -108,6 +111,10 @@ fn protect(
     let minutes = env.value_or_default(&options::PROTECT_MINUTES, parse_protect_minutes)?;
     if !env.flag(&options::ECS_PROTECT)? {
         return Ok(None);
+    }
+    // The conflict first: off ECS, "ECS_AGENT_URI is not set" would hide it.
+    if env.flag(&options::K8S_PROTECT)? {
+        return Err(UsageError(BOTH_PROTECT.into()));
     }
     if mode == EcsMode::Off {
         return Err(UsageError(
@@ -162,9 +169,7 @@ pub(super) fn k8s(
         ));
     }
     if ecs_protect {
-        return Err(UsageError(
-            "--k8s-protect and --ecs-protect cannot be used together: choose the platform this container runs on".into(),
-        ));
+        return Err(UsageError(BOTH_PROTECT.into()));
     }
     if !can_say_busy {
         return Err(UsageError(

@@ -445,6 +445,17 @@ fn ecs_protection_settings() {
     )
     .unwrap_err();
     assert!(err.0.contains("ECS_AGENT_URI"), "{err}");
+    // Both protections off ECS: the conflict is what is said, not the
+    // missing ECS variable.
+    let both = [
+        "--ecs-protect",
+        "--k8s-protect",
+        "--drain-url",
+        "http://127.0.0.1:1/d",
+        "x",
+    ];
+    let err = parse_with(&both, &[]).unwrap_err();
+    assert!(err.0.contains("cannot be used together"), "{err}");
     // The platform's variable: a bad one is a warning under auto, and
     // only --ecs on makes it an error.
     for bad in [
