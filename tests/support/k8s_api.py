@@ -25,18 +25,39 @@ send an endless body, dribble its head, go silent after the handshake, or
 answer in plain HTTP without TLS.
 
 Every request is recorded, as one JSON line, in DIR/requests.jsonl: method,
-path, headers (lower-case names), body, TLS version, and the status sent.
-The port is written to DIR/port once it listens.
+path, query, headers (lower-case names), body, TLS version, and the status
+sent. The port is written to DIR/port once it listens.
+
+Like the real one it also:
+- sends a `Date` header from its own clock, which `--skew S` sets S seconds
+  ahead of (or, negative, behind) the machine's;
+- ignores the query string where the API does (`?resourceVersion=0`), and
+  honours `?dryRun=All` on a PATCH: validated and admitted, answered as if
+  applied, nothing stored;
+- answers `Accept: application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1`
+  with the pod's metadata only;
+- serves a spec of the test's (`--spec JSON`, merged over the default: several
+  containers, probes, preStop hooks);
+- plays an admission policy that allows only some annotation keys
+  (`--allowed-keys K1,K2`: a PATCH touching another is refused, 422);
+- takes commands from DIR/control.jsonl, one JSON object a line, read before
+  each request: `{"op": "delete", "grace": N, "at": T}` marks the pod deleted
+  at the machine's time T (`deletionTimestamp` = T + skew + N on the server's
+  clock, `deletionGracePeriodSeconds` N; a later delete with an earlier
+  timestamp moves it, as the API server does); `{"op": "force"}` deletes it
+  for good (404 from then on); `{"op": "recreate"}` makes it again under a new
+  uid (a StatefulSet pod).
 
     k8s_api.py --dir DIR [--ca rsa|p256] [--cert good|wrong-ca|no-ip-san]
                [--tls12] [--tokens T1,T2] [--namespace NS] [--pod NAME]
                [--grace N] [--grace-json JSON] [--annotations JSON] [--pad-kib N] [--statuses 401,200,...]
-               [--retry-after N]
+               [--retry-after N] [--skew S] [--spec JSON] [--allowed-keys K1,K2]
                [--mode normal|drop|lost|endless|dribble|silent|plaintext]
 """
 
 import argparse
 import copy
+import email.utils
 import json
 import os
 import socket
@@ -53,12 +74,19 @@ REASONS = {
     404: "Not Found", 405: "Method Not Allowed", 409: "Conflict",
     415: "Unsupported Media Type", 422: "Unprocessable Entity",
     429: "Too Many Requests", 500: "Internal Server Error",
+    503: "Service Unavailable",
 }
 STATUS_REASON = {
     400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound",
     405: "MethodNotAllowed", 409: "Conflict", 415: "UnsupportedMediaType",
     422: "Invalid", 429: "TooManyRequests", 500: "InternalError",
+    503: "ServiceUnavailable",
 }
+PARTIAL = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+
+
+def rfc3339(t):
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
 def merge_patch(target, patch):
@@ -116,6 +144,11 @@ class Api:
             },
             "status": {"phase": "Running"},
         }
+        self.pod["spec"].update(json.loads(args.spec))
+        self.allowed = set(k for k in args.allowed_keys.split(",") if k)
+        self.gone = False
+        self.control_at = 0
+        self.uids = 0
         if args.pad_kib:
             # Someone else's large annotation (a last-applied configuration).
             self.pod["metadata"]["annotations"]["example.com/padding"] = "x" * (args.pad_kib * 1024)
@@ -129,25 +162,70 @@ class Api:
             with open(os.path.join(self.args.dir, "pod.json"), "w") as f:
                 json.dump(self.pod, f)
 
+    def now(self):
+        """The server's clock."""
+        return time.time() + self.args.skew
+
+    def follow_control(self):
+        """The test's commands written since the last request."""
+        path = os.path.join(self.args.dir, "control.jsonl")
+        try:
+            with open(path) as f:
+                f.seek(self.control_at)
+                lines = f.read()
+        except OSError:
+            return
+        done = lines.rfind("\n") + 1
+        self.control_at += len(lines[:done].encode())
+        for line in lines[:done].splitlines():
+            cmd = json.loads(line)
+            meta = self.pod["metadata"]
+            if cmd["op"] == "delete":
+                at = cmd["at"] + self.args.skew + cmd["grace"]
+                old = meta.get("deletionTimestamp")
+                new = rfc3339(at)
+                if old is None or new < old:
+                    meta["deletionTimestamp"] = new
+                    meta["deletionGracePeriodSeconds"] = cmd["grace"]
+                    meta["resourceVersion"] = str(int(meta["resourceVersion"]) + 1)
+            elif cmd["op"] == "force":
+                self.gone = True
+            elif cmd["op"] == "recreate":
+                self.uids += 1
+                meta["uid"] = f"0b7e6b53-6c1d-4f4e-9d8e-{self.uids:012d}"
+                meta.pop("deletionTimestamp", None)
+                meta.pop("deletionGracePeriodSeconds", None)
+                meta.pop("annotations", None)
+
     def answer(self, method, path, headers, body):
         """(status, JSON value, extra headers) for one request."""
+        path, _, query = path.partition("?")
+        params = dict(p.partition("=")[::2] for p in query.split("&") if p)
         with self.lock:
+            self.follow_control()
             scripted = self.statuses.pop(0) if self.statuses else None
         if scripted is not None and scripted != 200:
             extra = {}
             retry = None
-            if scripted == 429:
+            if scripted in (429, 503):
                 retry = self.args.retry_after
                 extra["Retry-After"] = str(retry)
             return scripted, status_body(scripted, f"scripted {scripted}", retry), extra
         auth = headers.get("authorization", "")
         if not auth.startswith("Bearer ") or auth[7:] not in self.tokens:
             return 401, status_body(401, "Unauthorized"), {}
-        if path != self.path:
+        if path != self.path or self.gone:
             return 404, status_body(404, f'pods "{path.rsplit("/", 1)[-1]}" not found'), {}
+        partial = headers.get("accept", "").replace(" ", "").startswith(PARTIAL)
+
+        def shown(pod):
+            if partial:
+                return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                        "metadata": copy.deepcopy(pod["metadata"])}
+            return copy.deepcopy(pod)
         if method == "GET":
             with self.lock:
-                return 200, copy.deepcopy(self.pod), {}
+                return 200, shown(self.pod), {}
         if method != "PATCH":
             return 405, status_body(405, "the server does not allow this method"), {}
         ctype = headers.get("content-type", "").split(";")[0].strip()
@@ -182,12 +260,18 @@ class Api:
                 != {k: v for k, v in before["metadata"].items() if k != "annotations"})
             if changed_elsewhere:
                 return 422, status_body(422, f'Pod "{self.args.pod}" is invalid: spec: Forbidden: pod updates may not change fields other than annotations'), {}
+            touched = set((patch.get("metadata") or {}).get("annotations") or {})
+            if self.allowed and not touched <= self.allowed:
+                keys = ", ".join(sorted(touched - self.allowed))
+                return 422, status_body(422, f"pods \"{self.args.pod}\" is forbidden: ValidatingAdmissionPolicy 'drainit-annotations' with binding 'drainit-annotations' denied request: drainit may set only its own annotations, not {keys}"), {}
             if "annotations" in new["metadata"] and not new["metadata"]["annotations"]:
                 del new["metadata"]["annotations"]
             if new != before:
                 new["metadata"]["resourceVersion"] = str(int(before["metadata"]["resourceVersion"]) + 1)
+            if params.get("dryRun") == "All":
+                return 200, shown(new), {}
             self.pod = new
-            return 200, copy.deepcopy(new), {}
+            return 200, shown(new), {}
 
 
 def read_request(conn):
@@ -237,7 +321,8 @@ def serve_one(api, raw, context):
         if request is None:
             return
         method, path, headers, body = request
-        entry = {"method": method, "path": path, "headers": headers,
+        entry = {"method": method, "path": path.partition("?")[0],
+                 "query": path.partition("?")[2], "headers": headers,
                  "body": body, "tls": conn.version()}
         if mode == "drop":
             entry["status"] = "dropped"
@@ -286,7 +371,8 @@ def serve_one(api, raw, context):
         entry["status"] = status
         api.record(entry)
         payload = json.dumps(value).encode()
-        head = f"HTTP/1.1 {status} {REASONS.get(status, 'Unknown')}\r\nContent-Type: application/json\r\nContent-Length: {len(payload)}\r\nConnection: close\r\n"
+        date = email.utils.formatdate(api.now(), usegmt=True)
+        head = f"HTTP/1.1 {status} {REASONS.get(status, 'Unknown')}\r\nContent-Type: application/json\r\nContent-Length: {len(payload)}\r\nDate: {date}\r\nConnection: close\r\n"
         for name, val in extra.items():
             head += f"{name}: {val}\r\n"
         conn.sendall(head.encode() + b"\r\n" + payload)
@@ -317,6 +403,9 @@ def main():
     p.add_argument("--statuses", default="")
     p.add_argument("--pad-kib", type=int, default=0)
     p.add_argument("--retry-after", type=int, default=2)
+    p.add_argument("--skew", type=float, default=0.0)
+    p.add_argument("--spec", default="{}")
+    p.add_argument("--allowed-keys", default="")
     p.add_argument("--mode", default="normal",
                    choices=["normal", "drop", "lost", "endless", "dribble", "silent", "plaintext"])
     args = p.parse_args()

@@ -69,4 +69,37 @@ impl FakeApi {
         fs::write(sa.join("token"), "token-1\n").unwrap();
         fs::write(sa.join("namespace"), "jobs").unwrap();
     }
+
+    /// One command for the server (see `k8s_api.py`), taken before its
+    /// next request.
+    fn control(&self, command: &Value) {
+        use std::io::Write;
+        let mut f = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.file("control.jsonl"))
+            .unwrap();
+        writeln!(f, "{command}").unwrap();
+    }
+
+    /// Marks the pod deleted now with `grace` seconds, as `kubectl delete
+    /// --grace-period` does (a second, shorter one moves the kill earlier).
+    pub fn delete(&self, grace: u64) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        self.control(&serde_json::json!({"op": "delete", "grace": grace, "at": now}));
+    }
+
+    /// Deletes the pod for good (`--force --grace-period=0`): 404 from now.
+    pub fn force_delete(&self) {
+        self.control(&serde_json::json!({"op": "force"}));
+    }
+
+    /// Makes the pod again under a new uid (a StatefulSet pod after a
+    /// force delete).
+    pub fn recreate(&self) {
+        self.control(&serde_json::json!({"op": "recreate"}));
+    }
 }
