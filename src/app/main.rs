@@ -195,26 +195,23 @@ impl Mode {
 /// clap's error as drainit's one line; an unknown flag near a known one
 /// says which (`--grace-period`: did you mean --grace?).
 fn command_line_error(e: &clap::Error) -> String {
-    let text = e.to_string();
-    let first = text.lines().next().unwrap_or("invalid arguments");
-    let mut first = first.trim_start_matches("error: ").to_string();
+    let mut text = e.to_string();
     // The values clap echoes may hold a secret (a URL given to a switch,
     // `--notify=http://user:pw@host`): redacted, clap's own words kept.
+    // In the whole text, before its first line is taken: a value read
+    // from a secret often ends in a newline, which would cut the line.
     for kind in [ContextKind::InvalidValue, ContextKind::InvalidArg] {
         if let Some(ContextValue::String(typed)) = e.get(kind) {
             let shown = crate::util::redact::value(typed);
             if shown != *typed {
-                first = first.replace(typed.as_str(), &shown);
-                // Only the first line of clap's text is kept: a value with
-                // a newline shows there in part.
-                for part in typed.lines().filter(|p| !p.is_empty()) {
-                    first = first.replace(part, &crate::util::redact::value(part));
-                }
+                text = text.replace(typed.as_str(), &shown);
             }
         }
     }
+    let first = text.lines().next().unwrap_or("invalid arguments");
+    let first = first.trim_start_matches("error: ");
     // Whatever still looks like a URL, however clap quoted it.
-    let first = crate::util::redact::in_text(&first);
+    let first = crate::util::redact::in_text(first);
     let suggestion = match (e.kind(), e.get(ContextKind::InvalidArg)) {
         (ErrorKind::UnknownArgument, Some(ContextValue::String(typed))) => {
             spelling::flag_suggestion(typed)

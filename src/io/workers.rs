@@ -140,6 +140,18 @@ mod tests {
             POOL.submit(Box::new(move || tx.send(()).unwrap())).unwrap();
             rx.recv_timeout(Duration::from_secs(20)).unwrap();
             assert_eq!(POOL.threads(), held, "round {round}: a thread too many");
+            // The job has sent, but its thread counts as busy until the
+            // job returns: the next round starts from an idle pool (on a
+            // loaded machine that can take a while), or it would rightly
+            // start a thread for its job.
+            let until = std::time::Instant::now() + Duration::from_secs(20);
+            while POOL.lock().busy > 0 {
+                assert!(
+                    std::time::Instant::now() < until,
+                    "round {round}: the job never returned"
+                );
+                std::thread::sleep(Duration::from_millis(1));
+            }
         }
     }
 
