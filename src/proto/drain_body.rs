@@ -166,6 +166,7 @@ mod tests {
             status,
             content_type: Some("application/json".into()),
             body: body.as_bytes().to_vec(),
+            ..Response::default()
         })
     }
 
@@ -174,6 +175,7 @@ mod tests {
             status,
             content_type: content_type.map(String::from),
             body: b"OK".to_vec(),
+            ..Response::default()
         })
     }
 

@@ -232,6 +232,9 @@ impl Decoder {
             status: self.status,
             content_type: self.content_type.take(),
             body: std::mem::take(&mut self.body),
+            // Read from the head only by the clients that need them.
+            retry_after: None,
+            date: None,
         })
     }
 

@@ -8,10 +8,11 @@ use std::time::{Duration, Instant};
 use log::info;
 
 use crate::core::complaints::Complaints;
-use crate::core::protect::{Backend, Request};
+use crate::core::protect::Backend;
 use crate::core::settings::Config;
 use crate::proto::ecs_body::{parse_protection_answer, protection_body, ProtectionAnswer};
-use crate::proto::http::{status_class, Failure, Response, Target};
+use crate::proto::exchange::{Endpoint, Method, Request};
+use crate::proto::http::{status_class, Failure, Response};
 use crate::util::text::escape;
 
 /// The ECS back-end, when `--ecs-protect` is on.
@@ -145,14 +146,8 @@ impl Backend for Protection {
         let body = protection_body(enabled, self.minutes)
             .to_string()
             .into_bytes();
-        let target = Target {
-            method: "PUT".into(),
-            url: self.state_url.clone(),
-        };
-        Some(Request {
-            target,
-            body: Some(body),
-        })
+        let endpoint = Endpoint::HttpUrl(self.state_url.clone());
+        Some(Request::new(endpoint, Method::Put).with_body(Some(body)))
     }
 
     fn on_answer(&mut self, result: Result<Response, Failure>, _: Instant) {
@@ -181,6 +176,7 @@ mod tests {
                 status,
                 content_type: None,
                 body: b"x".to_vec(),
+                ..Response::default()
             })
         };
         let mut protection = Protection::new("http://127.0.0.1:1", Duration::from_secs(1), 5);
@@ -246,6 +242,7 @@ mod tests {
             status: 200,
             content_type: Some("application/json".into()),
             body: br#"{"protection":{"ProtectionEnabled":true}}"#.to_vec(),
+            ..Response::default()
         };
         p.on_put(true, Ok(ok.clone()), t0);
         assert!(p.on);
@@ -268,6 +265,7 @@ mod tests {
             status: 200,
             content_type: None,
             body: br#"{"failure":{"Reason":"TASK_NOT_VALID"}}"#.to_vec(),
+            ..Response::default()
         };
         p.on_put(true, Ok(refused), t0);
         assert!(!p.on);

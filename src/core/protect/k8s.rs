@@ -12,8 +12,8 @@
 //! waits its backoff (a 429 at least its `Retry-After`), a 401 is retried
 //! once at once (the shell reads the token again for every request), and
 //! each failure is said in one line until it changes. The requests go out
-//! through the shell's Kubernetes client (`io::k8s`), named by the pod's
-//! URL (`K8sConfig::pod_url`).
+//! through the shell's Kubernetes client (`io::k8s`): their endpoint is
+//! the pod (`Endpoint::K8sPod`).
 
 use std::time::{Duration, Instant};
 
@@ -21,12 +21,12 @@ use log::{info, warn};
 
 use crate::core::complaints::Complaints;
 use crate::core::outcome::K8sReport;
-use crate::core::protect::{Backend, Grace, Request};
+use crate::core::protect::{Backend, Grace};
 use crate::core::settings::{Config, K8sConfig};
-use crate::proto::http::{Failure, Response, Target};
+use crate::proto::exchange::{Auth, Endpoint, Method, Request};
+use crate::proto::http::{Failure, Response};
 use crate::proto::k8s::{
-    backoff, carried_retry_after, patch_body, pod_grace, read_pod, verdict, Annotation, Managed,
-    Pod, Verdict,
+    backoff, patch_body, pod_grace, read_pod, verdict, Annotation, Managed, Pod, Verdict,
 };
 use crate::util::time::millis;
 
@@ -62,7 +62,6 @@ enum GraceFrom {
 /// The pod annotations: set while the app is busy, removed once it is idle.
 #[derive(Debug)]
 pub struct Protection {
-    url: String,
     namespace: String,
     pod: String,
     interval: Duration,
@@ -102,7 +101,6 @@ pub struct Protection {
 impl Protection {
     pub fn new(k8s: &K8sConfig, grace: Option<Duration>, grace_max: Option<Duration>) -> Self {
         Protection {
-            url: k8s.pod_url(),
             namespace: k8s.namespace.clone(),
             pod: k8s.pod.clone(),
             interval: k8s.interval,
@@ -134,16 +132,15 @@ impl Protection {
     fn request_for(&mut self, sent: Sent) -> Request {
         self.sent = Some(sent);
         let (method, body) = match sent {
-            Sent::Read => ("GET", None),
-            Sent::Patch(busy) => ("PATCH", Some(patch_body(self.managed, busy, self.cost))),
+            Sent::Read => (Method::Get, None),
+            Sent::Patch(busy) => (
+                Method::Patch,
+                Some(patch_body(self.managed, busy, self.cost)),
+            ),
         };
-        Request {
-            target: Target {
-                method: method.into(),
-                url: self.url.clone(),
-            },
-            body,
-        }
+        Request::new(Endpoint::K8sPod, method)
+            .with_auth(Auth::ServiceAccount)
+            .with_body(body)
     }
 
     /// What the pod holds of the managed keys: busy's values, none, or
@@ -312,7 +309,7 @@ impl Backend for Protection {
             }
         };
         let status = response.status;
-        let verdict = verdict(&response, carried_retry_after(&response));
+        let verdict = verdict(&response);
         if matches!(verdict, Verdict::Retry { .. } | Verdict::Unexpected(_)) {
             self.unknown_after(sent);
         }
@@ -434,16 +431,16 @@ mod tests {
     fn ok(body: &str) -> Result<Response, Failure> {
         Ok(Response {
             status: 200,
-            content_type: None,
             body: body.as_bytes().to_vec(),
+            ..Response::default()
         })
     }
 
     fn status(status: u16) -> Result<Response, Failure> {
         Ok(Response {
             status,
-            content_type: None,
             body: br#"{"kind":"Status","message":"no"}"#.to_vec(),
+            ..Response::default()
         })
     }
 
@@ -454,17 +451,16 @@ mod tests {
         let t0 = Instant::now();
         let mut p = Protection::new(&config(false), Some(Duration::from_secs(25)), None);
         let read = p.start().unwrap();
-        assert_eq!(read.target.method, "GET");
         assert_eq!(
-            read.target.url,
-            "https://10.96.0.1:443/api/v1/namespaces/jobs/pods/worker-1"
+            (read.endpoint, read.method, read.auth),
+            (Endpoint::K8sPod, Method::Get, Auth::ServiceAccount)
         );
         assert_eq!(p.request(true, t0), None, "the read is out");
         p.on_answer(ok(r#"{"spec":{"terminationGracePeriodSeconds":30}}"#), t0);
         assert_eq!(p.on, Some(false));
         assert_eq!(p.request(false, t0), None, "idle and clean: nothing");
         let busy = p.request(true, t0).unwrap();
-        assert_eq!(busy.target.method, "PATCH");
+        assert_eq!(busy.method, Method::Patch);
         assert_eq!(busy.body.unwrap(), patch_body(Managed::ALL, true, 1000));
         assert_eq!(p.request(false, t0), None, "one request out");
         p.on_answer(ok("{}"), t0);
@@ -558,15 +554,15 @@ mod tests {
         p.on_answer(status(403), t0);
         // The state is unknown: busy's patch first.
         let busy = p.request(true, t0 + s(2)).unwrap();
-        assert_eq!(busy.target.method, "PATCH");
+        assert_eq!(busy.method, Method::Patch);
         p.on_answer(ok("{}"), t0 + s(2));
         // Nothing to patch: the read again.
         let read = p.request(true, t0 + s(3)).unwrap();
-        assert_eq!(read.target.method, "GET");
+        assert_eq!(read.method, Method::Get);
         p.on_answer(status(403), t0 + s(3));
         assert_eq!(p.request(true, t0 + s(3)), None, "its backoff");
         let read = p.request(true, t0 + s(5)).unwrap();
-        assert_eq!(read.target.method, "GET");
+        assert_eq!(read.method, Method::Get);
         p.on_answer(ok(BUSY_POD), t0 + s(5));
         assert_eq!(p.take_grace(false).unwrap().grace, s(54));
         assert_eq!(p.request(true, t0 + s(6)), None, "read once");
@@ -641,14 +637,14 @@ mod tests {
         p.request(true, t0).unwrap();
         p.on_answer(status(401), t0);
         let again = p.follow_up().unwrap();
-        assert_eq!(again.target.method, "PATCH");
+        assert_eq!(again.method, Method::Patch);
         p.on_answer(status(401), t0);
         assert_eq!(p.follow_up(), None, "once");
         assert_eq!(p.request(true, t0), None, "backoff after the second 401");
         assert!(p.request(true, t0 + s(1)).is_some());
         // 429 waits at least its Retry-After.
         let mut answer = status(429).unwrap();
-        answer = crate::proto::k8s::with_retry_after(answer, Some(s(20)));
+        answer.retry_after = Some(s(20));
         p.on_answer(Ok(answer), t0);
         assert_eq!(p.request(true, t0 + s(19)), None);
         assert!(p.request(true, t0 + s(20)).is_some());

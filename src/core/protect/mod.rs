@@ -22,15 +22,8 @@ use crate::core::event::{Answer, Lane, Token};
 use crate::core::outcome::K8sReport;
 use crate::core::settings::Config;
 use crate::core::timers::{Slots, Timer};
-use crate::proto::http::{Failure, Response, Target};
-
-/// A request to the platform: sent on the `Protect` lane, with the
-/// back-end's interval as its time.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Request {
-    pub target: Target,
-    pub body: Option<Vec<u8>>,
-}
+use crate::proto::exchange::Request;
+use crate::proto::http::{Failure, Response};
 
 /// A platform that protects the app while it is busy.
 pub trait Backend {
@@ -173,8 +166,7 @@ impl Protection {
             RequestKind::ProtectUpdate,
             each!(&self.platform, b => b.interval()),
         );
-        let Request { target, body } = request;
-        let token = asks.send(Owner::Protect, kind, Lane::Protect, target, body, timeout);
+        let token = asks.send(Owner::Protect, kind, Lane::Protect, request, timeout);
         self.request = Some(token);
     }
 

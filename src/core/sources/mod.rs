@@ -28,7 +28,8 @@ use crate::core::settings::{Cmd, Config};
 use crate::core::timeline::Ticket;
 use crate::core::timers::{Timer, Timers};
 
-use crate::proto::http::{Failure, Response, Target};
+use crate::proto::exchange::{Endpoint, Request};
+use crate::proto::http::{Failure, Response};
 use crate::util::text::{escape, Fold};
 pub use board::{Board, Source};
 pub use url::Count;
@@ -123,13 +124,21 @@ pub fn kinds(config: &Config) -> Vec<AnyKind> {
 /// (`How::Send`); and the URLs they ask, whose host names it checks at
 /// start.
 pub fn threads(config: &Config) -> (usize, Vec<String>) {
-    let mut hosts = Vec::new();
+    let (mut threads, mut hosts) = (0, Vec::new());
     for kind in kinds(config) {
-        if let How::Send(target) = kind.ask() {
-            hosts.push(target.url);
+        // Every way of asking is named: a new one must say what it needs.
+        match kind.ask() {
+            How::Send(request) => {
+                threads += 1;
+                match request.endpoint {
+                    Endpoint::HttpUrl(url) => hosts.push(url),
+                    Endpoint::K8sPod => {}
+                }
+            }
+            How::Run(_) | How::Look(_) => {}
         }
     }
-    (hosts.len(), hosts)
+    (threads, hosts)
 }
 
 /// How a source is asked, and so which lane it needs.
@@ -138,7 +147,7 @@ pub enum How {
     /// An HTTP request on a request thread: the round's lane (`Lane::Poll`)
     /// or protection's (`Lane::Protect`), whose threads the shell starts
     /// before the child (answered by `Input::Http`).
-    Send(Target),
+    Send(Request),
     /// A command run, killed when its time is up (`Input::RunEnded`).
     Run(Cmd),
     /// One look at a file (`Input::File`); takes no poll slot.
@@ -406,9 +415,9 @@ impl Sources {
             ),
         };
         let token = match self.kinds[index].ask() {
-            How::Send(target) => {
+            How::Send(request) => {
                 let timeout = rules::time_left(interval, stop.deadline, now, false);
-                asks.send(Owner::Sources, kind, lane, target, None, timeout)
+                asks.send(Owner::Sources, kind, lane, request, timeout)
             }
             How::Run(cmd) => {
                 let limit = rules::time_left(run_limit, stop.deadline, now, false);

@@ -188,6 +188,7 @@ mod tests {
                 status,
                 content_type: None,
                 body: b"x".to_vec(),
+                ..Response::default()
             })
         };
         let mut watch = Watch::new("http://127.0.0.1:1/v4/x", Duration::from_secs(1));

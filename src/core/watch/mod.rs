@@ -15,14 +15,8 @@ use crate::core::counters::RequestKind;
 use crate::core::event::{Lane, Token};
 use crate::core::settings::Config;
 use crate::core::timers::{Slots, Timer};
-use crate::proto::http::{Failure, Response, Target};
-
-fn get(url: &str) -> Target {
-    Target {
-        method: "GET".into(),
-        url: url.to_string(),
-    }
-}
+use crate::proto::exchange::Request;
+use crate::proto::http::{Failure, Response};
 
 /// A watch runs (the shell starts its request threads before the child).
 pub fn active(config: &Config) -> bool {
@@ -49,8 +43,8 @@ impl Watch {
         let ecs = config.ecs.as_ref()?;
         let watch = ecs::Watch::new(ecs.metadata_uri.as_deref()?, ecs.interval);
         let (kind, interval) = (RequestKind::EcsMetadata, watch.interval);
-        let target = get(&watch.container_url);
-        let container = asks.send(Owner::Watch, kind, Lane::Ecs, target, None, interval);
+        let request = Request::get(&watch.container_url);
+        let container = asks.send(Owner::Watch, kind, Lane::Ecs, request, interval);
         let mut watch = Watch {
             ecs: watch,
             timers: Slots::default(),
@@ -74,8 +68,8 @@ impl Watch {
         watch.in_flight = true;
         watch.next_poll = Some(now + watch.interval);
         self.timers.set(Timer::EcsPoll, None);
-        let (kind, target) = (RequestKind::EcsMetadata, get(&watch.task_url));
-        let task = asks.send(Owner::Watch, kind, Lane::Ecs, target, None, watch.interval);
+        let (kind, request) = (RequestKind::EcsMetadata, Request::get(&watch.task_url));
+        let task = asks.send(Owner::Watch, kind, Lane::Ecs, request, watch.interval);
         self.task = Some(task);
     }
 
