@@ -17,6 +17,7 @@ use log::{debug, warn};
 
 use crate::core::asks::{Asks, Owner};
 use crate::core::counters::Counters;
+use crate::core::deadline::Deadline;
 use crate::core::event::{Action, Input, Token};
 use crate::core::hooks::Hooks;
 use crate::core::notify::NotifyState;
@@ -37,6 +38,9 @@ pub struct Machine<'a> {
     pub(super) pid1: bool,
     pub(super) started: Instant,
     pub(super) timeline: Timeline,
+    /// The grace every stop gets, as configured or learnt from the
+    /// platform; the timeline follows it, a fallback inherits it.
+    pub(super) deadline: Deadline,
     pub(super) hooks: Hooks,
     pub(super) sources: Sources,
     pub(super) watch: Option<Watch>,
@@ -75,14 +79,27 @@ impl<'a> Machine<'a> {
     /// from then) and whose main child is `pid`.
     pub fn new(config: &'a Config, pid: i32, pid1: bool, now: Instant) -> Machine<'a> {
         let sources = Sources::new(config);
-        let mut timeline = Timeline::new(settings(config, sources.any()));
-        timeline.set_grace_max(config.grace_max);
-        let mut machine = Machine::empty(config, pid, pid1, now, timeline);
+        let timeline = Timeline::new(settings(config, sources.any()));
+        let deadline = Deadline::new(config);
+        let mut machine = Machine::empty(config, pid, pid1, now, timeline, deadline);
         machine.sources = sources;
         machine.notify = config.notify.as_ref().map(|_| NotifyState::default());
         machine.watch = Watch::new(config, now, &mut machine.asks);
         machine.protection = Protection::new(config, now, &mut machine.asks);
         machine
+    }
+
+    /// The grace every stop gets, as configured or learnt from the
+    /// platform: what a fallback keeps.
+    pub fn deadline_owner(&self) -> Deadline {
+        self.deadline
+    }
+
+    /// A signal the shell's last resort forwarded (it runs without a core
+    /// but reports from this one): counted as the core counts its own.
+    pub fn count_forwarded(&mut self, signo: i32) {
+        self.counters.forwarded(signo);
+        self.version = self.version.wrapping_add(1);
     }
 
     /// The next action for the shell, in order.
@@ -221,8 +238,8 @@ impl<'a> Machine<'a> {
                 if let Some(grace) =
                     protection.on_http(now, token, result, stopping, &mut self.asks)
                 {
-                    self.timeline.set_grace(grace.grace);
-                    self.timeline.set_grace_max(grace.grace_max);
+                    self.deadline.learn(grace);
+                    self.timeline.follow(&self.deadline);
                 }
             }
         }

@@ -3,6 +3,7 @@
 pub mod asks;
 pub mod complaints;
 pub mod counters;
+pub mod deadline;
 pub mod emf;
 pub mod event;
 pub mod health;

@@ -141,7 +141,7 @@ impl Machine<'_> {
             protected: self
                 .protection
                 .as_ref()
-                .filter(|p| p.k8s_report().is_none())
+                .filter(|p| p.k8s_report(&self.deadline).is_none())
                 .map(|p| p.is_on()),
             notify_kinds: self.notify.as_ref().map(|n| n.kinds),
             outcome: self.outcome(),
@@ -179,7 +179,10 @@ impl Machine<'_> {
                 family: t.family.clone(),
                 service: t.service_name.clone(),
             }),
-            k8s: self.protection.as_ref().and_then(|p| p.k8s_report()),
+            k8s: self
+                .protection
+                .as_ref()
+                .and_then(|p| p.k8s_report(&self.deadline)),
         }
     }
 

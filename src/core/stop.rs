@@ -165,7 +165,8 @@ impl Machine<'_> {
             return;
         }
         let stop = self.timeline.stop().is_some_and(|s| s.signal == signo);
-        match rules::forwarded(self.config, signo) {
+        let delivery = rules::delivery(self.config, signo);
+        match delivery.sent {
             Some((sent, group)) => {
                 self.counters.forwarded(sent);
                 self.asks.push(Action::Forward {
@@ -176,7 +177,7 @@ impl Machine<'_> {
             }
             None => log::debug!("dropping {} as --rewrite asks", signal_name(signo)),
         }
-        if rules::stops_itself(self.config, signo) {
+        if delivery.stop_self {
             log::debug!(
                 "stopping drainit itself after {}, as dumb-init does",
                 signal_name(signo)

@@ -11,6 +11,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::core::deadline::Deadline;
 use crate::core::outcome::{Ended, Outcome, Trigger};
 pub use crate::core::rules::Escalation;
 use crate::core::rules::{self, Kill};
@@ -207,10 +208,13 @@ impl Timeline {
         self.grace_max = grace_max;
     }
 
-    /// A new `--grace` learnt after start (from the pod, `--k8s-protect`):
-    /// a stop already under way keeps the deadline it has.
-    pub fn set_grace(&mut self, grace: Duration) {
-        self.settings.grace = Some(grace);
+    /// The grace of the run's owner of the deadline (`core::deadline`),
+    /// as configured or learnt after start (from the pod,
+    /// `--k8s-protect`): a stop already under way keeps the deadline it
+    /// has.
+    pub fn follow(&mut self, deadline: &Deadline) {
+        self.settings.grace = deadline.grace();
+        self.grace_max = deadline.grace_max();
     }
 
     /// The phase, with the moments it waits for.

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use log::{debug, error};
 
+use crate::core::deadline::Deadline;
 use crate::core::event::Input;
 use crate::core::machine::Machine;
 use crate::core::outcome::{Outcome, RunSummary, SpawnFailure};
@@ -190,7 +191,7 @@ fn new_core(config: &Config, pid: i32, started: Instant) -> Machine<'_> {
     }))
     .unwrap_or_else(|_| {
         error!("the event loop failed to start; only forwarding signals and reaping");
-        Machine::minimal(config, pid, pid1, started)
+        Machine::minimal(config, pid, pid1, started, Deadline::new(config))
     })
 }
 

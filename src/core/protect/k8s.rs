@@ -20,8 +20,9 @@ use std::time::{Duration, Instant};
 use log::{info, warn};
 
 use crate::core::complaints::Complaints;
+use crate::core::deadline::{Deadline, Grace};
 use crate::core::outcome::K8sReport;
-use crate::core::protect::{Backend, Grace};
+use crate::core::protect::Backend;
 use crate::core::settings::{Config, K8sConfig};
 use crate::proto::exchange::{Auth, Endpoint, Method, Request};
 use crate::proto::http::{Failure, Response};
@@ -51,14 +52,6 @@ enum Sent {
     Patch(bool),
 }
 
-/// Where the grace that applies came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum GraceFrom {
-    Option,
-    Pod,
-    Default,
-}
-
 /// The pod annotations: set while the app is busy, removed once it is idle.
 #[derive(Debug)]
 pub struct Protection {
@@ -82,11 +75,14 @@ pub struct Protection {
     said: Option<String>,
     /// The sources' failures to answer protection's poll, once per kind.
     sources: Complaints,
-    /// The grace that applies, where it came from, and the pod's period.
+    /// The grace and `--grace-max` as configured, and whether each was
+    /// given: what the pod's period checks or replaces (the grace that
+    /// applies is `core::deadline`'s).
     grace: Option<Duration>,
     grace_max: Option<Duration>,
+    grace_given: bool,
     grace_max_given: bool,
-    grace_from: GraceFrom,
+    /// The pod's `terminationGracePeriodSeconds`, once read.
     period: Option<u64>,
     /// A grace read from the pod, not yet handed to the timeline.
     learnt: Option<Grace>,
@@ -116,12 +112,8 @@ impl Protection {
             sources: Complaints::default(),
             grace,
             grace_max,
+            grace_given: k8s.grace_given,
             grace_max_given: k8s.grace_max_given,
-            grace_from: if k8s.grace_given {
-                GraceFrom::Option
-            } else {
-                GraceFrom::Default
-            },
             period: None,
             learnt: None,
             pod_read: false,
@@ -189,21 +181,21 @@ impl Protection {
                 millis(max)
             );
         }
-        match self.grace_from {
-            GraceFrom::Option if self.grace.map_or(true, |g| g >= kill) => warn!(
+        match self.grace_given {
+            true if self.grace.map_or(true, |g| g >= kill) => warn!(
                 "--grace {} is not below the pod's terminationGracePeriodSeconds ({period} s): the kubelet will kill the container first, and the exit report will be lost",
                 self.grace
                     .map_or("none".to_string(), |g| format!("{} ms", millis(g)))
             ),
-            GraceFrom::Option => {}
-            _ if pod_grace(period) <= self.delay => warn!(
+            true => {}
+            false if pod_grace(period) <= self.delay => warn!(
                 "the pod's terminationGracePeriodSeconds ({period} s) less its margin ({} ms) is not longer than --pre-stop-delay ({} ms): the app would be killed before it got its stop signal, so the grace stays {}",
                 millis(pod_grace(period)),
                 millis(self.delay),
                 self.grace
                     .map_or("none".to_string(), |g| format!("{} ms", millis(g)))
             ),
-            _ => {
+            false => {
                 let grace = pod_grace(period);
                 let grace_max = match self.grace_max_given {
                     true => self.grace_max.map(|m| m.max(grace)),
@@ -379,23 +371,16 @@ impl Backend for Protection {
             "--grace {} ms from the pod's terminationGracePeriodSeconds ({period} s), less a margin of 10 % or 2 s",
             millis(learnt.grace)
         );
-        self.grace = Some(learnt.grace);
-        self.grace_max = learnt.grace_max;
-        self.grace_from = GraceFrom::Pod;
         Some(learnt)
     }
 
-    fn k8s_report(&self) -> Option<K8sReport> {
+    fn k8s_report(&self, deadline: &Deadline) -> Option<K8sReport> {
         Some(K8sReport {
             pod: self.pod.clone(),
             namespace: self.namespace.clone(),
             protected: self.is_on(),
-            grace_ms: self.grace.map(millis),
-            grace_from: match self.grace_from {
-                GraceFrom::Option => "option",
-                GraceFrom::Pod => "pod",
-                GraceFrom::Default => "default",
-            },
+            grace_ms: deadline.grace_ms(),
+            grace_from: deadline.from().name(),
             termination_grace_period_seconds: self.period,
         })
     }
@@ -426,6 +411,14 @@ mod tests {
             grace_given,
             grace_max_given: false,
         }
+    }
+
+    /// The run's deadline with `--grace` `secs` (given or the default).
+    fn deadline(given: bool, secs: u64) -> Deadline {
+        let mut run = crate::core::machine::tests::config();
+        run.timeline.grace = Some(Duration::from_secs(secs));
+        run.k8s = Some(config(given));
+        Deadline::new(&run)
     }
 
     fn ok(body: &str) -> Result<Response, Failure> {
@@ -503,7 +496,11 @@ mod tests {
             t0,
         );
         assert_eq!(p.take_grace(false), None);
-        assert_eq!(p.k8s_report().unwrap().grace_from, "default");
+        let report = p.k8s_report(&deadline(false, 25)).unwrap();
+        assert_eq!(
+            (report.grace_from, report.grace_ms),
+            ("default", Some(25_000))
+        );
         assert_eq!(p.request(false, t0), None, "backoff");
         assert!(p.request(false, t0 + Duration::from_secs(1)).is_some());
     }
@@ -577,7 +574,9 @@ mod tests {
         let grace = p.take_grace(false).unwrap();
         assert_eq!(grace.grace, Duration::from_secs(54));
         assert_eq!(grace.grace_max, Some(Duration::from_secs(54)));
-        let report = p.k8s_report().unwrap();
+        let mut owner = deadline(false, 25);
+        owner.learn(grace);
+        let report = p.k8s_report(&owner).unwrap();
         assert_eq!(
             (
                 report.grace_from,
@@ -592,13 +591,19 @@ mod tests {
         late.start();
         late.on_answer(ok(BUSY_POD), t0);
         assert_eq!(late.take_grace(true), None);
-        assert_eq!(late.k8s_report().unwrap().grace_from, "default");
+        let report = late.k8s_report(&deadline(false, 25)).unwrap();
+        assert_eq!(report.grace_from, "default");
+        assert_eq!(report.termination_grace_period_seconds, Some(60));
         // Given: checked, never changed.
         let mut given = Protection::new(&config(true), Some(Duration::from_secs(90)), None);
         given.start();
         given.on_answer(ok(BUSY_POD), t0);
         assert_eq!(given.take_grace(false), None);
-        assert_eq!(given.k8s_report().unwrap().grace_from, "option");
+        let report = given.k8s_report(&deadline(true, 90)).unwrap();
+        assert_eq!(
+            (report.grace_from, report.grace_ms),
+            ("option", Some(90_000))
+        );
     }
 
     #[test]
@@ -614,11 +619,7 @@ mod tests {
         p.start();
         p.on_answer(pod(10), t0);
         assert_eq!(p.take_grace(false), None, "8 s inside a 10 s delay");
-        let report = p.k8s_report().unwrap();
-        assert_eq!(
-            (report.grace_from, report.grace_ms),
-            ("default", Some(30_000))
-        );
+        assert_eq!(p.period, Some(10));
         // A period that leaves room after the delay is taken.
         let mut q = Protection::new(&config(false), Some(Duration::from_secs(30)), None);
         q.delay = Duration::from_secs(10);

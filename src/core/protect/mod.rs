@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use crate::core::asks::{Asks, Owner};
 use crate::core::counters::RequestKind;
+use crate::core::deadline::{Deadline, Grace};
 use crate::core::event::{Answer, Lane, Token};
 use crate::core::outcome::K8sReport;
 use crate::core::settings::Config;
@@ -56,21 +57,15 @@ pub trait Backend {
     fn take_grace(&mut self, _stopping: bool) -> Option<Grace> {
         None
     }
-    /// What `/status` and the exit report say of a Kubernetes pod.
-    fn k8s_report(&self) -> Option<K8sReport> {
+    /// What `/status` and the exit report say of a Kubernetes pod, with
+    /// the run's grace (`deadline`).
+    fn k8s_report(&self, _deadline: &Deadline) -> Option<K8sReport> {
         None
     }
     /// Protection is on, as the platform last accepted.
     fn is_on(&self) -> bool;
     /// A failure worth saying once per `key`.
     fn complain(&mut self, key: &str, message: &str);
-}
-
-/// A `--grace` (and `--grace-max`) the platform set after start.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Grace {
-    pub grace: Duration,
-    pub grace_max: Option<Duration>,
 }
 
 /// The platforms protection can act on: one variant per back-end
@@ -271,8 +266,8 @@ impl Protection {
     }
 
     /// What `/status` and the exit report say of a Kubernetes pod.
-    pub fn k8s_report(&self) -> Option<K8sReport> {
-        each!(&self.platform, b => b.k8s_report())
+    pub fn k8s_report(&self, deadline: &Deadline) -> Option<K8sReport> {
+        each!(&self.platform, b => b.k8s_report(deadline))
     }
 
     /// The stop began (or the child is gone): no poll is due any more, and
