@@ -27,6 +27,8 @@ pub struct Executor<'a> {
     config: &'a Config,
     /// The main child.
     pid: i32,
+    /// drainit is PID 1 of its namespace (known once, at start).
+    pid1: bool,
     outbox: Outbox,
     /// Commands running now: their pid (also their process group) and token.
     runs: Vec<(i32, Token)>,
@@ -39,10 +41,11 @@ pub struct Executor<'a> {
 }
 
 impl<'a> Executor<'a> {
-    pub fn new(config: &'a Config, pid: i32, outbox: Outbox) -> Executor<'a> {
+    pub fn new(config: &'a Config, pid: i32, pid1: bool, outbox: Outbox) -> Executor<'a> {
         Executor {
             config,
             pid,
+            pid1,
             outbox,
             runs: Vec::new(),
             forward_failures: Vec::new(),
@@ -56,7 +59,7 @@ impl<'a> Executor<'a> {
             Action::Forward { signo, group, stop } => self.forward(signo, group, stop),
             Action::KillChild => self.kill_child(),
             Action::TerminateOthers => {
-                if procfs::terminate_others() {
+                if procfs::terminate_others(self.pid1) {
                     info!(
                         "waiting up to {} ms for the remaining processes",
                         millis(self.config.timeline.orphan_grace)
@@ -196,6 +199,11 @@ impl<'a> Executor<'a> {
         self.pid
     }
 
+    /// drainit is PID 1 of its namespace.
+    pub fn pid1(&self) -> bool {
+        self.pid1
+    }
+
     /// Sends `signo` to the child, or its group; a failure is logged once
     /// per kind.
     pub fn signal_child(&mut self, signo: i32, group: bool) {
@@ -234,7 +242,7 @@ impl<'a> Executor<'a> {
     /// the core decides: never a silent hang.
     fn kill_child(&mut self) {
         if let Err(error) = kill_child(self.pid) {
-            let pid1 = std::process::id() == 1;
+            let pid1 = self.pid1;
             error!(
                 "cannot kill the child (pid {}): {error}; {}",
                 self.pid,

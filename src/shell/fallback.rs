@@ -188,7 +188,7 @@ fn turns(
                 failed,
             });
             error!("deadline reached after the event loop failed; sent SIGKILL to the child's process group");
-            if let Some(outcome) = rules::failed_kill(std::process::id() == 1).filter(|_| failed) {
+            if let Some(outcome) = rules::failed_kill(exec.pid1()).filter(|_| failed) {
                 return outcome;
             }
             continue;
