@@ -18,8 +18,6 @@ pub mod rules;
 pub mod settings;
 pub mod sources;
 pub mod status;
-pub mod stop;
-pub mod takeover;
 pub mod timeline;
 pub mod timers;
 pub mod watch;

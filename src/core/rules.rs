@@ -63,7 +63,7 @@ pub fn forwarded(config: &Config, signo: i32) -> Option<(i32, bool)> {
 }
 
 /// What a received signal asks of whoever keeps the child: the core
-/// (`core/stop.rs`) and the shell's last resort alike.
+/// (`core/machine/stop.rs`) and the shell's last resort alike.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Delivery {
     /// The signal sent and whether to the child's group (`forwarded`);

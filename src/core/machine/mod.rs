@@ -5,10 +5,16 @@
 //! the part that owns it (the stop timeline, the hooks, the drain sources,
 //! the platform watch, protection, notify), feeds the timeline what they
 //! say, in order and never re-entrantly, and routes the timeline's actions
-//! back to them (`core/stop.rs`). Each part owns its state and its timers;
-//! the next wake-up is the earliest of theirs. Nothing here reads a clock
-//! or makes a syscall. The same core, built with `Machine::fallback`,
-//! keeps the deadline after a panic.
+//! back to them (`stop.rs`). Each part owns its state and its timers; the
+//! next wake-up is the earliest of theirs. Nothing here reads a clock or
+//! makes a syscall. The same core, built with `Machine::fallback`
+//! (`takeover.rs`), keeps the deadline after a panic; what it tells the
+//! shell is `report.rs`. Its fields are private to this module: the rest
+//! of the core and the shell go through its methods.
+
+mod report;
+mod stop;
+mod takeover;
 
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -32,41 +38,41 @@ use crate::proto::http::{Failure, Response};
 use crate::util::text::Fold;
 
 pub struct Machine<'a> {
-    pub(super) config: &'a Config,
+    config: &'a Config,
     /// The main child (for log lines) and whether drainit is PID 1.
-    pub(super) pid: i32,
-    pub(super) pid1: bool,
-    pub(super) started: Instant,
-    pub(super) timeline: Timeline,
+    pid: i32,
+    pid1: bool,
+    started: Instant,
+    timeline: Timeline,
     /// The grace every stop gets, as configured or learnt from the
     /// platform; the timeline follows it, a fallback inherits it.
-    pub(super) deadline: Deadline,
-    pub(super) hooks: Hooks,
-    pub(super) sources: Sources,
-    pub(super) watch: Option<Watch>,
-    pub(super) protection: Option<Protection>,
-    pub(super) notify: Option<NotifyState>,
+    deadline: Deadline,
+    hooks: Hooks,
+    sources: Sources,
+    watch: Option<Watch>,
+    protection: Option<Protection>,
+    notify: Option<NotifyState>,
     /// What the parts asked for: tokens, owners, actions in order.
-    pub(super) asks: Asks,
+    asks: Asks,
     /// Timeline events raised while handling one input, fed in order.
-    pub(super) events: VecDeque<(Event, bool)>,
-    pub(super) outcome: Option<Outcome>,
-    pub(super) summary: RunSummary,
+    events: VecDeque<(Event, bool)>,
+    outcome: Option<Outcome>,
+    summary: RunSummary,
     /// Lines a flood could repeat, at most one a second each.
-    pub(super) held: Fold,
+    held: Fold,
     /// The fallback's core: notify messages are only counted.
-    pub(super) fallback: bool,
-    pub(super) counters: Counters,
+    fallback: bool,
+    counters: Counters,
     /// Moves whenever an input may have changed what `status` says.
-    pub(super) version: u64,
+    version: u64,
     /// The timeline ran in this input: its due timers already fired.
-    pub(super) timeline_ran: bool,
+    timeline_ran: bool,
 }
 
 /// The timeline's settings from the configuration: whether the stop has
 /// hooks to wait for and sources to poll comes from the hooks and sources
 /// configured, never from a stored flag.
-pub(super) fn settings(config: &Config, drain: bool) -> Settings {
+fn settings(config: &Config, drain: bool) -> Settings {
     Settings {
         drain,
         hook: !config.stop_hooks.is_empty() || !config.stop_execs.is_empty(),
@@ -285,12 +291,12 @@ impl<'a> Machine<'a> {
 
     /// Feeds the timeline, and whatever its actions raise in turn, in order:
     /// never re-entrant.
-    pub(super) fn feed(&mut self, now: Instant, event: Event) {
+    fn feed(&mut self, now: Instant, event: Event) {
         self.events.push_back((event, false));
         self.run_events(now);
     }
 
-    pub(super) fn run_events(&mut self, now: Instant) {
+    fn run_events(&mut self, now: Instant) {
         let mut out = Vec::with_capacity(4);
         while let Some((event, by_word)) = self.events.pop_front() {
             self.timeline.handle_into(now, event, &mut out);
@@ -301,11 +307,10 @@ impl<'a> Machine<'a> {
 
     /// Raises a timeline event while performing (`by_word`: the app's
     /// readiness word): fed after the current ones.
-    pub(super) fn raise(&mut self, event: Event, by_word: bool) {
+    fn raise(&mut self, event: Event, by_word: bool) {
         self.events.push_back((event, by_word));
     }
 }
 
 #[cfg(test)]
-#[path = "machine_tests.rs"]
 pub(crate) mod tests;
