@@ -325,14 +325,12 @@ fn as_pid1_only_the_child_stops_the_kernel_keeps_init_running() {
 }
 
 #[test]
-fn the_last_resort_keeps_dumb_inits_rules() {
+fn the_last_resort_stops_itself_after_a_job_control_signal() {
     // The core fails on every signal (the fallback's too), so the last
     // resort handles them; called `dumb-init`, it still stops itself after
-    // a job-control signal, and still sends SIGTERM to what the child left
-    // in its group when it ends (session mode), as the core would.
+    // a job-control signal, as the core would.
     let links = Scratch::new("dumb-init-bin");
     let dumb = as_dumb_init(&built(Build::StaticFaults), &links);
-
     let scratch = Scratch::new("dumb-init-last-resort-tstp");
     let d = drainit(job_child(&scratch, &[]))
         .binary(&dumb)
