@@ -15,7 +15,28 @@ use crate::core::deadline::Deadline;
 use crate::core::outcome::{Ended, Outcome, Trigger};
 pub use crate::core::rules::Escalation;
 use crate::core::rules::{self, Kill};
-use crate::core::timers::{Slots, Timer, TIMELINE};
+use crate::core::timers::{timer_kind, Kind, Slots};
+
+timer_kind! {
+    /// What the stop timeline's timers are for: the deadline, then its
+    /// phases'.
+    pub enum Timer {
+        /// The stop's deadline.
+        Deadline,
+        /// The end of `--pre-stop-delay`.
+        PreStop,
+        /// The hooks' time is up.
+        Hook,
+        /// The next drain round.
+        Round,
+        /// `--ready-grace` is over: the ready app is killed.
+        ReadyKill,
+        /// `--orphan-grace` is over.
+        OrphanGrace,
+        /// A SIGKILLed child is still not gone.
+        Watchdog,
+    }
+}
 
 /// What the timeline needs from the configuration: the configuration's
 /// own value (`Config::timeline`).
@@ -176,7 +197,7 @@ pub struct Timeline {
     /// is out.
     poll: Option<(Ticket, Option<Instant>)>,
     next_ticket: u32,
-    timers: Slots,
+    timers: Slots<Timer>,
     /// `--grace-max`: extensions never move the deadline past t0 + this.
     grace_max: Option<Duration>,
     /// When the app got its stop signal: the readiness word counts after.
@@ -294,7 +315,7 @@ impl Timeline {
     /// Moves to `state`; the slots of the state left are disarmed (the
     /// deadline too, once drainit escalated or the child is gone).
     fn enter(&mut self, state: State) {
-        for timer in &TIMELINE[1..] {
+        for timer in &Timer::ALL[1..] {
             self.timers.set(*timer, None);
         }
         if matches!(

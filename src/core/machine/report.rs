@@ -7,8 +7,7 @@ use std::time::Instant;
 use crate::core::machine::Machine;
 use crate::core::outcome::{EcsNames, Outcome, RunSummary};
 use crate::core::status::{SourceStatus, Stage, Status};
-use crate::core::timeline::{Escalation, Phase, Stop};
-use crate::core::timers::Timer;
+use crate::core::timeline::{Escalation, Phase, Stop, Timer};
 use crate::util::time::millis;
 
 impl Machine<'_> {
@@ -133,13 +132,8 @@ impl Machine<'_> {
         self.timeline.child_alive()
     }
 
-    /// One timer, from the part that owns it (None: not armed).
+    /// One of the stop timeline's timers (None: not armed).
     pub fn timer(&self, timer: Timer) -> Option<Instant> {
-        match timer {
-            Timer::EcsPoll => self.watch.as_ref()?.timer(timer),
-            Timer::ProtectPoll => self.protection.as_ref()?.timer(timer),
-            Timer::RunKill(_) => None,
-            _ => self.timeline.timer(timer),
-        }
+        self.timeline.timer(timer)
     }
 }

@@ -5,10 +5,11 @@
 use super::*;
 use crate::core::event::Note;
 use crate::core::outcome::{Ended, Trigger};
+use crate::core::protect::ProtectTimer;
 use crate::core::settings::Cmd;
 use crate::core::settings::{EcsConfig, NotifyConfig, ProtectConfig};
 use crate::core::sources as drain;
-use crate::core::timers::Timer;
+use crate::core::watch::WatchTimer;
 use crate::proto::exchange::{Endpoint, Method};
 use crate::proto::http::Target;
 use crate::proto::http::{Failure, Response};
@@ -376,8 +377,16 @@ fn protection_follows_the_app_and_ends_with_the_stop() {
     // The stop ends the pollers: no ECS or protection timer remains.
     m.handle(t(21_000), Input::Signal(TERM));
     actions(&mut m);
-    assert_eq!(m.timer(Timer::EcsPoll), None);
-    assert_eq!(m.timer(Timer::ProtectPoll), None);
+    assert_eq!(
+        m.watch.as_ref().and_then(|w| w.timer(WatchTimer::EcsPoll)),
+        None
+    );
+    assert_eq!(
+        m.protection
+            .as_ref()
+            .and_then(|p| p.timer(ProtectTimer::Poll)),
+        None
+    );
 }
 
 #[test]
@@ -396,7 +405,13 @@ fn protection_leaves_the_state_alone_when_a_source_gives_no_answer() {
         },
     );
     assert_eq!(put_state(&actions(&mut m)), None);
-    assert_eq!(m.timer(Timer::ProtectPoll), Some(t(10_000)), "polls go on");
+    assert_eq!(
+        m.protection
+            .as_ref()
+            .and_then(|p| p.timer(ProtectTimer::Poll)),
+        Some(t(10_000)),
+        "polls go on"
+    );
 }
 
 #[test]
@@ -419,7 +434,11 @@ fn ecs_stopped_begins_the_stop_and_the_platform_signal_is_absorbed_once() {
     assert_eq!(forwards(&actions(&mut m)), [(TERM, true)]);
     assert_eq!(m.summary().stop_trigger, Some(Trigger::Ecs));
     assert_eq!(m.summary().ecs_task_arn.as_deref(), Some("arn"));
-    assert_eq!(m.timer(Timer::EcsPoll), None, "no polls during the stop");
+    assert_eq!(
+        m.watch.as_ref().and_then(|w| w.timer(WatchTimer::EcsPoll)),
+        None,
+        "no polls during the stop"
+    );
     m.handle(t(200), Input::Signal(TERM));
     assert!(forwards(&actions(&mut m)).is_empty(), "absorbed");
     m.handle(t(300), Input::Signal(TERM));

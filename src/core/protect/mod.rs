@@ -22,7 +22,15 @@ use crate::core::deadline::{Deadline, Grace};
 use crate::core::event::{Answer, Lane, Token};
 use crate::core::outcome::K8sReport;
 use crate::core::settings::Config;
-use crate::core::timers::{Slots, Timer};
+use crate::core::timers::{timer_kind, Slots};
+
+timer_kind! {
+    /// What protection's timers are for.
+    pub enum ProtectTimer {
+        /// The next protection poll.
+        Poll,
+    }
+}
 use crate::proto::exchange::Request;
 use crate::proto::http::{Failure, Response};
 
@@ -123,7 +131,7 @@ pub fn protect_busy(answers: &[Answer]) -> Option<bool> {
 pub struct Protection {
     platform: Platform,
     /// The next poll; disarmed while one is out and once the stop began.
-    timers: Slots,
+    timers: Slots<ProtectTimer>,
     next_poll: Option<Instant>,
     /// The poll out: answers so far, answers still due.
     round: Option<(Vec<Answer>, usize)>,
@@ -140,7 +148,7 @@ impl Protection {
     /// start request, if any, goes out at once.
     pub fn new(config: &Config, now: Instant, asks: &mut Asks) -> Option<Protection> {
         let mut timers = Slots::default();
-        timers.set(Timer::ProtectPoll, Some(now));
+        timers.set(ProtectTimer::Poll, Some(now));
         let mut protection = Protection {
             platform: backends(config)?,
             timers,
@@ -178,7 +186,7 @@ impl Protection {
             .then_some(false)
     }
 
-    pub fn timer(&self, timer: Timer) -> Option<Instant> {
+    pub fn timer(&self, timer: ProtectTimer) -> Option<Instant> {
         self.timers.get(timer)
     }
 
@@ -194,12 +202,12 @@ impl Protection {
     /// The poll is due: the interval it asks with, the next poll armed
     /// once this one is answered.
     pub fn due(&mut self, now: Instant) -> Option<Duration> {
-        if !self.timers.due(Timer::ProtectPoll, now) {
+        if !self.timers.due(ProtectTimer::Poll, now) {
             return None;
         }
         let interval = each!(&self.platform, b => b.interval());
         self.next_poll = Some(now + interval);
-        self.timers.set(Timer::ProtectPoll, None);
+        self.timers.set(ProtectTimer::Poll, None);
         Some(interval)
     }
 
@@ -231,7 +239,7 @@ impl Protection {
         }
         let answers = std::mem::take(answers);
         self.round = None;
-        self.timers.set(Timer::ProtectPoll, self.next_poll);
+        self.timers.set(ProtectTimer::Poll, self.next_poll);
         let busy = self.decide(&answers, now);
         if self.request.is_some() {
             return;
@@ -274,7 +282,7 @@ impl Protection {
     /// none may keep the loop awake.
     pub fn end(&mut self) {
         self.ended = true;
-        self.timers.set(Timer::ProtectPoll, None);
+        self.timers.set(ProtectTimer::Poll, None);
         self.next_poll = None;
         self.round = None;
     }

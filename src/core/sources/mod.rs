@@ -26,7 +26,7 @@ use crate::core::outcome::{Ended, InFlight};
 use crate::core::rules;
 use crate::core::settings::{Cmd, Config};
 use crate::core::timeline::Ticket;
-use crate::core::timers::{Timer, Timers};
+use crate::core::timers::RunTimers;
 
 use crate::proto::exchange::{Endpoint, Request};
 use crate::proto::http::{Failure, Response};
@@ -244,7 +244,7 @@ pub struct Sources {
     out: Vec<(Token, Ask)>,
     runs: Vec<Run>,
     /// The runs' kill times.
-    timers: Timers,
+    timers: RunTimers,
     /// What the last drain poll said, for the report and the ready line.
     pub last_drain: Option<String>,
     /// The app's in-flight count (`--drain-count-field`).
@@ -428,7 +428,7 @@ impl Sources {
                     started: now,
                     timed_out: None,
                 });
-                self.timers.set(Timer::RunKill(token), Some(now + limit));
+                self.timers.set(token, Some(now + limit));
                 token
             }
             How::Look(path) => asks.look(Owner::Sources, path, stop.since.unwrap_or(now)),
@@ -439,8 +439,8 @@ impl Sources {
     /// The runs whose time is up are killed; queued asks start as slots free.
     pub fn on_time(&mut self, now: Instant, stop: Stopping, asks: &mut Asks) {
         for token in self.timers.runs_due(now) {
-            let at = self.timers.get(Timer::RunKill(token)).unwrap_or(now);
-            self.timers.set(Timer::RunKill(token), None);
+            let at = self.timers.get(token).unwrap_or(now);
+            self.timers.set(token, None);
             if let Some(run) = self.runs.iter_mut().find(|r| r.token == token) {
                 // The time it was given, not when the loop woke: the same
                 // answer each time, so a source stuck hanging is logged once.
@@ -465,7 +465,7 @@ impl Sources {
         let mut reply = reply;
         if let Some(at) = self.runs.iter().position(|r| r.token == token) {
             let run = self.runs.swap_remove(at);
-            self.timers.set(Timer::RunKill(token), None);
+            self.timers.set(token, None);
             if let Reply::Run(ended, _) = reply {
                 reply = Reply::Run(ended, run.timed_out);
             }
@@ -635,7 +635,7 @@ impl Sources {
         for run in &self.runs {
             if matches!(run.ask, Ask::Round(..)) == round {
                 debug!("killing command {:?}: {why}", run.token);
-                self.timers.set(Timer::RunKill(run.token), None);
+                self.timers.set(run.token, None);
                 asks.push(Action::KillRun(run.token));
             }
         }

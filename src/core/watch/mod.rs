@@ -14,7 +14,15 @@ use crate::core::asks::{Asks, Owner};
 use crate::core::counters::RequestKind;
 use crate::core::event::{Lane, Token};
 use crate::core::settings::Config;
-use crate::core::timers::{Slots, Timer};
+use crate::core::timers::{timer_kind, Slots};
+
+timer_kind! {
+    /// What the watch's timers are for.
+    pub enum WatchTimer {
+        /// The next ECS task metadata poll.
+        EcsPoll,
+    }
+}
 use crate::proto::exchange::Request;
 use crate::proto::http::{Failure, Response};
 
@@ -30,7 +38,7 @@ pub fn active(config: &Config) -> bool {
 #[derive(Debug)]
 pub struct Watch {
     pub ecs: ecs::Watch,
-    timers: Slots,
+    timers: Slots<WatchTimer>,
     /// The container request and the task poll out.
     container: Option<Token>,
     task: Option<Token>,
@@ -55,7 +63,7 @@ impl Watch {
         Some(watch)
     }
 
-    pub fn timer(&self, timer: Timer) -> Option<Instant> {
+    pub fn timer(&self, timer: WatchTimer) -> Option<Instant> {
         self.timers.get(timer)
     }
 
@@ -67,7 +75,7 @@ impl Watch {
         let watch = &mut self.ecs;
         watch.in_flight = true;
         watch.next_poll = Some(now + watch.interval);
-        self.timers.set(Timer::EcsPoll, None);
+        self.timers.set(WatchTimer::EcsPoll, None);
         let (kind, request) = (RequestKind::EcsMetadata, Request::get(&watch.task_url));
         let task = asks.send(Owner::Watch, kind, Lane::Ecs, request, watch.interval);
         self.task = Some(task);
@@ -78,14 +86,14 @@ impl Watch {
         if !running {
             return self.end();
         }
-        if self.timers.due(Timer::EcsPoll, now) {
+        if self.timers.due(WatchTimer::EcsPoll, now) {
             self.poll(now, asks);
         }
     }
 
     /// The stop began: no poll is due any more.
     pub fn end(&mut self) {
-        self.timers.set(Timer::EcsPoll, None);
+        self.timers.set(WatchTimer::EcsPoll, None);
     }
 
     /// An answer; true when the platform wants the app stopped and it
@@ -109,7 +117,7 @@ impl Watch {
         if !running {
             return false;
         }
-        self.timers.set(Timer::EcsPoll, self.ecs.next_poll);
+        self.timers.set(WatchTimer::EcsPoll, self.ecs.next_poll);
         if stopping {
             info!("ECS says this task is stopping (DesiredStatus STOPPED): draining before the platform's signal");
         }
