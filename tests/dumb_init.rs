@@ -353,9 +353,17 @@ fn the_last_resort_stops_itself_after_a_job_control_signal() {
         d.stderr()
     );
     drop(group);
+}
 
-    // The leftover ignores USR2, the signal that sends drainit to its last
-    // resort; the child ends once `go` is there.
+#[test]
+fn the_last_resort_sends_sigterm_to_what_the_child_left_in_its_group() {
+    // The core fails on every signal (the fallback's too), so the last
+    // resort sees the child end; called `dumb-init` (session mode), it
+    // still sends SIGTERM to what the child left in its group, as the core
+    // would. The leftover ignores USR2, the signal that sends drainit to
+    // its last resort; the child ends once `go` is there.
+    let links = Scratch::new("dumb-init-bin");
+    let dumb = as_dumb_init(&built(Build::StaticFaults), &links);
     let scratch = Scratch::new("dumb-init-last-resort-leftover");
     let script = "sh -c \"trap 'touch $D/term' TERM; trap 'touch $D/probe' WINCH; trap '' USR2; \
          echo \\$\\$ > $D/leftover; while :; do sleep 0.02; done\" & \
