@@ -162,12 +162,12 @@ pub fn status_json(status: Option<&Status>, now: Instant, log_lines_dropped: u64
         "orphans_reaped": sum.orphans_reaped,
         "signals_forwarded": forwarded,
         "ecs_task_arn": sum.ecs_task_arn.as_deref().map(cut),
-        "protected": s.protected,
+        "protected": s.protection.as_ref().filter(|p| p.top_level).map(|p| p.protected),
         "log_lines_dropped": log_lines_dropped,
         "outcome": s.outcome.map(|o| o.name()),
     });
-    if let Some(k) = &sum.k8s {
-        body["kubernetes"] = k.json();
+    if let Some((key, words)) = &sum.platform_words {
+        body[*key] = words.clone();
     }
     if let Some(n) = &sum.notify {
         body["notify"] = json!({

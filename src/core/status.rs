@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use crate::core::counters::Counters;
 use crate::core::outcome::{Outcome, RunSummary};
+use crate::core::protect::Report as ProtectReport;
 
 /// The run's phase as the listener names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,9 +72,8 @@ pub struct Status {
     pub counters: Counters,
     /// The app's in-flight count (`--drain-count-field`): the latest.
     pub in_flight: Option<u64>,
-    /// Task protection is on (as the agent last accepted), with ECS
-    /// protection configured.
-    pub protected: Option<bool>,
+    /// What the protection back-end, if any, reports.
+    pub protection: Option<ProtectReport>,
     /// With `--notify`: accepted messages by `notify_msg::KINDS`.
     pub notify_kinds: Option<[u64; 6]>,
     pub outcome: Option<Outcome>,

@@ -56,12 +56,7 @@ impl Machine<'_> {
             summary: self.summary(),
             counters: self.counters.clone(),
             in_flight: self.sources.in_flight.last,
-            // ECS's; the pod's protection is in the summary's `k8s`.
-            protected: self
-                .protection
-                .as_ref()
-                .filter(|p| p.k8s_report(&self.deadline).is_none())
-                .map(|p| p.is_on()),
+            protection: self.protection.as_ref().map(|p| p.report(&self.deadline)),
             notify_kinds: self.notify.as_ref().map(|n| n.kinds),
             outcome: self.outcome(),
         }
@@ -98,10 +93,10 @@ impl Machine<'_> {
                 family: t.family.clone(),
                 service: t.service_name.clone(),
             }),
-            k8s: self
+            platform_words: self
                 .protection
                 .as_ref()
-                .and_then(|p| p.k8s_report(&self.deadline)),
+                .and_then(|p| p.report(&self.deadline).words),
         }
     }
 

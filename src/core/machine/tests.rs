@@ -730,7 +730,7 @@ fn the_pods_grace_sets_the_deadline() {
     let config = k8s_config();
     let mut m = Machine::new(&config, CHILD, true, t(0));
     pod_read(&mut m, t(100));
-    assert_eq!(m.summary().k8s.unwrap().grace_from, "pod");
+    assert_eq!(m.summary().platform_words.unwrap().1["grace_from"], "pod");
     m.handle(t(1_000), Input::Signal(TERM));
     assert_eq!(m.deadline(), Some(t(1_000) + ms(54_000)), "60 s less 6 s");
 }
@@ -742,7 +742,10 @@ fn a_stop_under_way_keeps_its_deadline_when_the_pod_answers_late() {
     m.handle(t(50), Input::Signal(TERM));
     pod_read(&mut m, t(100));
     assert_eq!(m.deadline(), Some(t(50) + ms(25_000)));
-    assert_eq!(m.summary().k8s.unwrap().grace_from, "default");
+    assert_eq!(
+        m.summary().platform_words.unwrap().1["grace_from"],
+        "default"
+    );
     // Nothing is written during the stop, whatever the app says.
     m.handle(t(2_000), Input::Timeout);
     let sent = sends(&actions(&mut m));

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use log::info;
 
 use crate::core::complaints::Complaints;
-use crate::core::protect::Backend;
+use crate::core::deadline::Deadline;
+use crate::core::protect::{Backend, Report};
 use crate::core::settings::Config;
 use crate::proto::ecs_body::{parse_protection_answer, protection_body, ProtectionAnswer};
 use crate::proto::exchange::{Endpoint, Method, Request};
@@ -158,6 +159,22 @@ impl Backend for Protection {
 
     fn is_on(&self) -> bool {
         self.on
+    }
+
+    fn report(&self, _: &Deadline) -> Report {
+        Report {
+            protected: self.is_on(),
+            top_level: true,
+            gauge: (
+                "drainit_ecs_task_protected",
+                "1 while ECS task scale-in protection is on (as the agent last accepted).",
+            ),
+            requests: (
+                "drainit_ecs_protection_requests_total",
+                "Task-protection updates sent to the ECS agent, by result.",
+            ),
+            words: None,
+        }
     }
 
     fn complain(&mut self, key: &str, message: &str) {

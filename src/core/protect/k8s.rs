@@ -21,8 +21,7 @@ use log::{info, warn};
 
 use crate::core::complaints::Complaints;
 use crate::core::deadline::{Deadline, Grace};
-use crate::core::outcome::K8sReport;
-use crate::core::protect::Backend;
+use crate::core::protect::{Backend, Report};
 use crate::core::settings::{Config, K8sConfig};
 use crate::proto::exchange::{Auth, Endpoint, Method, Request};
 use crate::proto::http::{Failure, Response};
@@ -265,6 +264,23 @@ impl Protection {
     }
 }
 
+impl Protection {
+    /// The `kubernetes` object of the exit report and `/status`: the pod
+    /// and namespace, whether the pod holds the annotations (as the API
+    /// server last accepted), the grace that applies with where it came
+    /// from (`option`, `pod` or `default`), and the pod's period once read.
+    fn words(&self, deadline: &Deadline) -> serde_json::Value {
+        serde_json::json!({
+            "pod": self.pod,
+            "namespace": self.namespace,
+            "protected": self.is_on(),
+            "grace_ms": deadline.grace_ms(),
+            "grace_from": deadline.from().name(),
+            "termination_grace_period_seconds": self.period,
+        })
+    }
+}
+
 impl Backend for Protection {
     fn interval(&self) -> Duration {
         self.interval
@@ -374,15 +390,20 @@ impl Backend for Protection {
         Some(learnt)
     }
 
-    fn k8s_report(&self, deadline: &Deadline) -> Option<K8sReport> {
-        Some(K8sReport {
-            pod: self.pod.clone(),
-            namespace: self.namespace.clone(),
+    fn report(&self, deadline: &Deadline) -> Report {
+        Report {
             protected: self.is_on(),
-            grace_ms: deadline.grace_ms(),
-            grace_from: deadline.from().name(),
-            termination_grace_period_seconds: self.period,
-        })
+            top_level: false,
+            gauge: (
+                "drainit_k8s_protected",
+                "1 while the pod holds drainit's annotations (as the API server last accepted).",
+            ),
+            requests: (
+                "drainit_k8s_requests_total",
+                "Requests to the Kubernetes API server (the pod's read and patches), by result.",
+            ),
+            words: Some(("kubernetes", self.words(deadline))),
+        }
     }
 
     fn is_on(&self) -> bool {
@@ -496,11 +517,9 @@ mod tests {
             t0,
         );
         assert_eq!(p.take_grace(false), None);
-        let report = p.k8s_report(&deadline(false, 25)).unwrap();
-        assert_eq!(
-            (report.grace_from, report.grace_ms),
-            ("default", Some(25_000))
-        );
+        let report = p.words(&deadline(false, 25));
+        assert_eq!(report["grace_from"], "default");
+        assert_eq!(report["grace_ms"], 25_000);
         assert_eq!(p.request(false, t0), None, "backoff");
         assert!(p.request(false, t0 + Duration::from_secs(1)).is_some());
     }
@@ -576,34 +595,27 @@ mod tests {
         assert_eq!(grace.grace_max, Some(Duration::from_secs(54)));
         let mut owner = deadline(false, 25);
         owner.learn(grace);
-        let report = p.k8s_report(&owner).unwrap();
-        assert_eq!(
-            (
-                report.grace_from,
-                report.grace_ms,
-                report.termination_grace_period_seconds
-            ),
-            ("pod", Some(54_000), Some(60))
-        );
+        let report = p.words(&owner);
+        assert_eq!(report["grace_from"], "pod");
+        assert_eq!(report["grace_ms"], 54_000);
+        assert_eq!(report["termination_grace_period_seconds"], 60);
         assert_eq!(p.take_grace(false), None, "once");
         // Too late for a stop under way.
         let mut late = Protection::new(&config(false), Some(Duration::from_secs(25)), None);
         late.start();
         late.on_answer(ok(BUSY_POD), t0);
         assert_eq!(late.take_grace(true), None);
-        let report = late.k8s_report(&deadline(false, 25)).unwrap();
-        assert_eq!(report.grace_from, "default");
-        assert_eq!(report.termination_grace_period_seconds, Some(60));
+        let report = late.words(&deadline(false, 25));
+        assert_eq!(report["grace_from"], "default");
+        assert_eq!(report["termination_grace_period_seconds"], 60);
         // Given: checked, never changed.
         let mut given = Protection::new(&config(true), Some(Duration::from_secs(90)), None);
         given.start();
         given.on_answer(ok(BUSY_POD), t0);
         assert_eq!(given.take_grace(false), None);
-        let report = given.k8s_report(&deadline(true, 90)).unwrap();
-        assert_eq!(
-            (report.grace_from, report.grace_ms),
-            ("option", Some(90_000))
-        );
+        let report = given.words(&deadline(true, 90));
+        assert_eq!(report["grace_from"], "option");
+        assert_eq!(report["grace_ms"], 90_000);
     }
 
     #[test]

@@ -20,7 +20,6 @@ use crate::core::asks::{Asks, Owner};
 use crate::core::counters::RequestKind;
 use crate::core::deadline::{Deadline, Grace};
 use crate::core::event::{Answer, Lane, Token};
-use crate::core::outcome::K8sReport;
 use crate::core::settings::Config;
 use crate::core::timers::{timer_kind, Slots};
 
@@ -65,15 +64,30 @@ pub trait Backend {
     fn take_grace(&mut self, _stopping: bool) -> Option<Grace> {
         None
     }
-    /// What `/status` and the exit report say of a Kubernetes pod, with
-    /// the run's grace (`deadline`).
-    fn k8s_report(&self, _deadline: &Deadline) -> Option<K8sReport> {
-        None
-    }
+    /// What the back-end says of itself (`Report`), with the run's grace
+    /// (`deadline`).
+    fn report(&self, deadline: &Deadline) -> Report;
     /// Protection is on, as the platform last accepted.
     fn is_on(&self) -> bool;
     /// A failure worth saying once per `key`.
     fn complain(&mut self, key: &str, message: &str);
+}
+
+/// What a back-end reports, rendered by `/status`, `/metrics` and the
+/// exit report without naming a platform: the names are its own.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    /// On, as the platform last accepted.
+    pub protected: bool,
+    /// `/status` says `protected` at its top level (ECS's, as it always
+    /// has); otherwise the state is only in `words`.
+    pub top_level: bool,
+    /// The gauge of `protected` in `/metrics`: name and help.
+    pub gauge: (&'static str, &'static str),
+    /// The counter of its requests (`protect_update`) by result.
+    pub requests: (&'static str, &'static str),
+    /// Its own object in `/status` and the exit report, under its key.
+    pub words: Option<(&'static str, serde_json::Value)>,
 }
 
 /// The platforms protection can act on: one variant per back-end
@@ -273,9 +287,9 @@ impl Protection {
         each!(&mut self.platform, b => b.take_grace(stopping))
     }
 
-    /// What `/status` and the exit report say of a Kubernetes pod.
-    pub fn k8s_report(&self, deadline: &Deadline) -> Option<K8sReport> {
-        each!(&self.platform, b => b.k8s_report(deadline))
+    /// What the back-end reports (`Report`), with the run's grace.
+    pub fn report(&self, deadline: &Deadline) -> Report {
+        each!(&self.platform, b => b.report(deadline))
     }
 
     /// The stop began (or the child is gone): no poll is due any more, and
@@ -323,6 +337,15 @@ mod tests {
         fn on_answer(&mut self, _: Result<Response, Failure>, _: Instant) {}
         fn is_on(&self) -> bool {
             false
+        }
+        fn report(&self, _: &Deadline) -> Report {
+            Report {
+                protected: false,
+                top_level: false,
+                gauge: ("test_protected", ""),
+                requests: ("test_requests_total", ""),
+                words: None,
+            }
         }
         fn complain(&mut self, _: &str, _: &str) {}
     }
