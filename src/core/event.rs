@@ -85,8 +85,8 @@ pub enum Lane {
     Poll,
     /// Task protection's polls and requests.
     Protect,
-    /// The ECS task metadata.
-    Ecs,
+    /// The platform watch's requests (the ECS task metadata).
+    Watch,
     /// `--stop-url` hooks.
     Hook,
 }

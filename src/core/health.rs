@@ -116,13 +116,7 @@ pub fn status_json(status: Option<&Status>, now: Instant, log_lines_dropped: u64
     };
     let ago = |at: Instant| millis(now.saturating_duration_since(at));
     let sum = &s.summary;
-    let (trigger, signal) = match sum.stop_trigger {
-        Some(crate::core::outcome::Trigger::Signal(n)) => {
-            (Value::from("signal"), Value::from(signal_name(n)))
-        }
-        Some(crate::core::outcome::Trigger::Ecs) => (Value::from("ecs"), Value::Null),
-        None => (Value::Null, Value::Null),
-    };
+    let (trigger, signal) = crate::core::outcome::Trigger::fields(sum.stop_trigger);
     let sources: Vec<Value> = s
         .sources
         .iter()

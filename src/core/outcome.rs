@@ -86,7 +86,37 @@ impl Outcome {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Trigger {
     Signal(i32),
+    /// ECS's task metadata said `DesiredStatus: STOPPED` (`watch::ecs`).
     Ecs,
+}
+
+impl Trigger {
+    /// Its name in the exit report, `/status` and EMF (`stop_trigger`):
+    /// the one place a trigger is named.
+    pub fn name(self) -> &'static str {
+        match self {
+            Trigger::Signal(_) => "signal",
+            Trigger::Ecs => "ecs",
+        }
+    }
+
+    /// Who began the stop, as the log says it: the signal, or the
+    /// platform.
+    pub fn said(self) -> String {
+        match self {
+            Trigger::Signal(signo) => signal_name(signo),
+            Trigger::Ecs => "ECS".into(),
+        }
+    }
+
+    /// `stop_trigger` and `stop_signal` as the reports write them.
+    pub fn fields(trigger: Option<Trigger>) -> (Value, Value) {
+        let signal = match trigger {
+            Some(Trigger::Signal(signo)) => Value::from(signal_name(signo)),
+            _ => Value::Null,
+        };
+        (trigger.map(Trigger::name).into(), signal)
+    }
 }
 
 /// Everything the exit report says besides the exit code.
@@ -164,11 +194,7 @@ pub fn report(outcome: &Outcome, exit_code: u8, summary: &RunSummary) -> Value {
         Some(Ended::Signaled(signo)) => json!({"signaled": signal_name(signo)}),
         None => Value::Null,
     };
-    let (trigger, signal) = match summary.stop_trigger {
-        Some(Trigger::Signal(signo)) => (Value::from("signal"), Value::from(signal_name(signo))),
-        Some(Trigger::Ecs) => (Value::from("ecs"), Value::Null),
-        None => (Value::Null, Value::Null),
-    };
+    let (trigger, signal) = Trigger::fields(summary.stop_trigger);
     let mut report = json!({
         "outcome": outcome.name(),
         "exit_code": exit_code,

@@ -226,12 +226,12 @@ impl<'a> Machine<'a> {
                 self.on_said(now, said);
             }
             Owner::Watch => {
-                let stop = self
+                let trigger = self
                     .watch
                     .as_mut()
-                    .is_some_and(|w| w.on_http(token, result, running));
-                if stop {
-                    self.feed(now, Event::EcsStop);
+                    .and_then(|w| w.on_http(token, result, running));
+                if let Some(trigger) = trigger {
+                    self.feed(now, Event::PlatformStop(trigger));
                 }
             }
             Owner::Protect => {

@@ -8,6 +8,7 @@ use crate::core::machine::Machine;
 use crate::core::outcome::{EcsNames, Outcome, RunSummary};
 use crate::core::status::{SourceStatus, Stage, Status};
 use crate::core::timeline::{Escalation, Phase, Stop, Timer};
+use crate::core::watch::Watch;
 use crate::util::time::millis;
 
 impl Machine<'_> {
@@ -65,7 +66,7 @@ impl Machine<'_> {
     /// Everything the exit report says besides the exit code.
     pub fn summary(&self) -> RunSummary {
         let s = &self.summary;
-        let task = self.watch.as_ref().and_then(|w| w.ecs.task.as_ref());
+        let task = self.watch.as_ref().and_then(Watch::ecs_task);
         RunSummary {
             child_pid: s.child_pid,
             child_status: s.child_status,

@@ -55,8 +55,11 @@ impl Machine<'_> {
                 }
             }
             A::Absorbed(signo) => info!(
-                "absorbing {}: the stop already began from ECS",
-                signal_name(signo)
+                "absorbing {}: the stop already began from {}",
+                signal_name(signo),
+                self.timeline
+                    .stop()
+                    .map_or_else(String::new, |s| s.trigger.said())
             ),
             A::Send {
                 ticket,
@@ -145,10 +148,7 @@ impl Machine<'_> {
             protection.end();
         }
         self.sources.end_protection(&mut self.asks);
-        let by = match trigger {
-            Trigger::Signal(signo) => signal_name(signo),
-            Trigger::Ecs => "ECS".into(),
-        };
+        let by = trigger.said();
         match self.timeline.stop().and_then(|s| s.deadline) {
             Some(deadline) => info!(
                 "stop begins ({by}); deadline in {} ms",

@@ -378,7 +378,7 @@ fn protection_follows_the_app_and_ends_with_the_stop() {
     m.handle(t(21_000), Input::Signal(TERM));
     actions(&mut m);
     assert_eq!(
-        m.watch.as_ref().and_then(|w| w.timer(WatchTimer::EcsPoll)),
+        m.watch.as_ref().and_then(|w| w.timer(WatchTimer::Poll)),
         None
     );
     assert_eq!(
@@ -435,7 +435,7 @@ fn ecs_stopped_begins_the_stop_and_the_platform_signal_is_absorbed_once() {
     assert_eq!(m.summary().stop_trigger, Some(Trigger::Ecs));
     assert_eq!(m.summary().ecs_task_arn.as_deref(), Some("arn"));
     assert_eq!(
-        m.watch.as_ref().and_then(|w| w.timer(WatchTimer::EcsPoll)),
+        m.watch.as_ref().and_then(|w| w.timer(WatchTimer::Poll)),
         None,
         "no polls during the stop"
     );
