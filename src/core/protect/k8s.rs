@@ -2,6 +2,8 @@
 //! Kubernetes (`--k8s-protect`): busy sets the managed annotations on
 //! drainit's own pod, idle (after the hold) removes them, each with one
 //! merge `PATCH` of `metadata.annotations` only (`proto::k8s::patch_body`).
+//! Its one exchange with the API server is a small state (`State`:
+//! reading, idle, patching, in backoff), not a set of flags.
 //! At start one `GET` of the pod takes the keys found as drainit's earlier
 //! state and the pod's `terminationGracePeriodSeconds` for the default
 //! `--grace` (`Backend::take_grace`), unless it would not outlast
@@ -42,13 +44,37 @@ pub fn from_config(config: &Config) -> Option<Protection> {
     Some(protection)
 }
 
-/// The request out.
+/// A request the back-end sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Sent {
-    /// The pod's read at start.
+    /// The pod's read (at start, and again while no read succeeded).
     Read,
     /// A patch marking the pod busy (true) or idle.
     Patch(bool),
+}
+
+/// Where the back-end's one exchange with the API server stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// The pod's read is out.
+    Reading,
+    /// Nothing out: the next request goes when one is due.
+    Idle,
+    /// A patch marking the pod busy (true) or idle is out.
+    Patching { busy: bool },
+    /// The last request failed: nothing goes out before `until`.
+    Backoff { until: Instant },
+}
+
+impl State {
+    /// The request out, if any.
+    fn out(self) -> Option<Sent> {
+        match self {
+            State::Reading => Some(Sent::Read),
+            State::Patching { busy } => Some(Sent::Patch(busy)),
+            State::Idle | State::Backoff { .. } => None,
+        }
+    }
 }
 
 /// The pod annotations: set while the app is busy, removed once it is idle.
@@ -63,10 +89,9 @@ pub struct Protection {
     /// (true), none of the keys (false), or unknown (None: not read, or
     /// something else): then the next answer's patch goes out whatever it is.
     on: Option<bool>,
-    sent: Option<Sent>,
-    /// Failures in a row, and no request before this instant.
+    state: State,
+    /// Failures in a row (the backoff doubles with each).
     failures: u32,
-    retry_at: Option<Instant>,
     /// The request to send again at once (after a 401), once per success.
     follow: Option<Sent>,
     retried: bool,
@@ -102,9 +127,8 @@ impl Protection {
             cost: k8s.cost,
             managed: k8s.managed,
             on: None,
-            sent: None,
+            state: State::Idle,
             failures: 0,
-            retry_at: None,
             follow: None,
             retried: false,
             said: None,
@@ -121,7 +145,10 @@ impl Protection {
     }
 
     fn request_for(&mut self, sent: Sent) -> Request {
-        self.sent = Some(sent);
+        self.state = match sent {
+            Sent::Read => State::Reading,
+            Sent::Patch(busy) => State::Patching { busy },
+        };
         let (method, body) = match sent {
             Sent::Read => (Method::Get, None),
             Sent::Patch(busy) => (
@@ -210,7 +237,7 @@ impl Protection {
     fn failed(&mut self, now: Instant, key: &str, message: &str, after: Option<Duration>) {
         self.failures = self.failures.saturating_add(1);
         let wait = backoff(self.failures).max(after.unwrap_or_default());
-        self.retry_at = Some(now + wait);
+        self.state = State::Backoff { until: now + wait };
         self.say(key, message);
     }
 
@@ -236,7 +263,6 @@ impl Protection {
 
     fn applied(&mut self, sent: Option<Sent>, body: &[u8]) {
         self.failures = 0;
-        self.retry_at = None;
         self.retried = false;
         if self.said.take().is_some() {
             info!("Kubernetes pod protection: the API server accepts drainit's requests again");
@@ -295,8 +321,10 @@ impl Backend for Protection {
     }
 
     fn request(&mut self, busy: bool, now: Instant) -> Option<Request> {
-        if self.sent.is_some() || self.retry_at.is_some_and(|at| now < at) {
-            return None;
+        match self.state {
+            State::Reading | State::Patching { .. } => return None,
+            State::Backoff { until } if now < until => return None,
+            State::Backoff { .. } | State::Idle => {}
         }
         if self.on == Some(busy) {
             // A patch would change nothing; a read that failed at start
@@ -308,7 +336,7 @@ impl Backend for Protection {
     }
 
     fn on_answer(&mut self, result: Result<Response, Failure>, now: Instant) {
-        let sent = self.sent.take();
+        let sent = std::mem::replace(&mut self.state, State::Idle).out();
         let response = match result {
             Ok(response) => response,
             Err(failure) => {
@@ -670,6 +698,6 @@ mod tests {
         }
         p.on_answer(ok("{}"), t0);
         assert!(p.is_on());
-        assert_eq!((p.failures, p.retry_at), (0, None));
+        assert_eq!((p.failures, p.state), (0, State::Idle));
     }
 }
