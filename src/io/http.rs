@@ -374,8 +374,10 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> &str {
         .unwrap_or("(no message)")
 }
 
-/// Runs `request` with any panic in it contained as an `internal` failure.
-fn contain(request: impl FnOnce() -> Result<Response, Failure>) -> Result<Response, Failure> {
+/// Runs `request` with any panic in it contained as an `internal` failure
+/// (the panic hook keeps quiet and records where): the one containment of
+/// every request drainit makes, plain, Kubernetes or `--ready-url`.
+pub fn contain<T>(request: impl FnOnce() -> Result<T, Failure>) -> Result<T, Failure> {
     let _ = IN_REQUEST.try_with(|flag| flag.set(true));
     let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(request));
     let _ = IN_REQUEST.try_with(|flag| flag.set(false));
@@ -420,12 +422,12 @@ pub fn run(request: &Request, url: &str, timeout: Duration) -> Result<Response, 
 /// before that (a panic outside the contained request), a guard reports an
 /// `internal` failure as it drops, so whoever waits for this request (the
 /// in-flight flag of a poll) always hears back.
-pub fn report_once<R: FnOnce(Result<Response, Failure>)>(
+pub fn report_once<T, R: FnOnce(Result<T, Failure>)>(
     report: R,
-    work: impl FnOnce() -> Result<Response, Failure>,
+    work: impl FnOnce() -> Result<T, Failure>,
 ) {
-    struct Guard<R: FnOnce(Result<Response, Failure>)>(Option<R>);
-    impl<R: FnOnce(Result<Response, Failure>)> Drop for Guard<R> {
+    struct Guard<T, R: FnOnce(Result<T, Failure>)>(Option<R>, std::marker::PhantomData<T>);
+    impl<T, R: FnOnce(Result<T, Failure>)> Drop for Guard<T, R> {
         fn drop(&mut self) {
             if let Some(report) = self.0.take() {
                 report(Err(Failure::new(
@@ -435,7 +437,7 @@ pub fn report_once<R: FnOnce(Result<Response, Failure>)>(
             }
         }
     }
-    let mut guard = Guard(Some(report));
+    let mut guard = Guard(Some(report), std::marker::PhantomData);
     let result = work();
     if let Some(report) = guard.0.take() {
         report(result);
@@ -555,13 +557,14 @@ mod tests {
     #[test]
     fn a_contained_panic_is_an_internal_failure() {
         install_panic_hook();
-        let result = contain(|| panic!("on purpose"));
+        let result: Result<Response, Failure> = contain(|| panic!("on purpose"));
         let failure = result.unwrap_err();
         assert_eq!(failure.kind, Kind::Internal);
         assert!(failure.detail.contains("src/io/http.rs:"), "{failure}");
         assert!(!IN_REQUEST.with(Cell::get), "the flag is cleared");
         // Without a panic, the request's own answer comes back.
-        let refused = contain(|| Err(Failure::new(Kind::Refused, "refused")));
+        let refused: Result<Response, Failure> =
+            contain(|| Err(Failure::new(Kind::Refused, "refused")));
         assert_eq!(refused.unwrap_err().kind, Kind::Refused);
     }
 
@@ -571,7 +574,7 @@ mod tests {
         let (tx, rx) = mpsc::channel();
         let thread = std::thread::spawn(move || {
             report_once(
-                move |result| tx.send(result).unwrap(),
+                move |result: Result<Response, Failure>| tx.send(result).unwrap(),
                 || panic!("outside the contained request"),
             )
         });

@@ -16,7 +16,7 @@ use std::net::IpAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::io::tls;
+use crate::io::{http, tls};
 use crate::proto::exchange::{Auth, Endpoint, Method, Request};
 use crate::proto::http::{Failure, Kind, Response};
 use crate::proto::k8s as api;
@@ -101,25 +101,21 @@ pub fn patch_pod(place: &Place, body: &[u8], timeout: Duration) -> Result<Respon
 }
 
 /// What a request thread runs: `request` to the pod, its result handed to
-/// `report` exactly once, a panic inside it (a drainit bug) reported as
-/// an `internal` failure, so PID 1 and the stop timeline go on (the
-/// release profile unwinds for this).
+/// `report` exactly once, a panic inside it (a drainit bug) contained as
+/// every request's is (`http::contain`): an `internal` failure, so PID 1
+/// and the stop timeline go on (the release profile unwinds for this).
 pub fn run_and_report(
     place: &Place,
     request: &Request,
     timeout: Duration,
     report: impl FnOnce(Result<Response, Failure>),
 ) {
-    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        crate::util::fault::point("k8s_worker");
-        send(place, request, timeout)
-    }));
-    report(caught.unwrap_or_else(|_| {
-        Err(Failure::new(
-            Kind::Internal,
-            "internal error in the Kubernetes request thread (a drainit bug; the request counts as failed)",
-        ))
-    }));
+    http::report_once(report, || {
+        http::contain(|| {
+            crate::util::fault::point("k8s_worker");
+            send(place, request, timeout)
+        })
+    });
 }
 
 /// One request, the token (when it authenticates) and the CA read again
