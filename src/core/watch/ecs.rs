@@ -10,6 +10,7 @@ use std::time::Duration;
 use log::info;
 
 use crate::core::complaints::Complaints;
+use crate::core::counters::RequestKind;
 use crate::core::outcome::Trigger;
 use crate::core::settings::Config;
 use crate::core::watch::Backend;
@@ -107,6 +108,10 @@ impl Watch {
 impl Backend for Watch {
     fn interval(&self) -> Duration {
         self.interval
+    }
+
+    fn purpose(&self) -> RequestKind {
+        RequestKind::EcsMetadata
     }
 
     fn start(&self) -> Option<Request> {

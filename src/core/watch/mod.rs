@@ -33,6 +33,8 @@ timer_kind! {
 pub trait Backend {
     /// How often it is asked; also the time a request may take.
     fn interval(&self) -> Duration;
+    /// What its requests count as (`/metrics`, the report's counters).
+    fn purpose(&self) -> RequestKind;
     /// A request sent once at start, beside the first poll (who drainit
     /// is on the platform), answered by `on_start`.
     fn start(&self) -> Option<Request> {
@@ -94,14 +96,8 @@ impl Watch {
     pub fn new(config: &Config, now: Instant, asks: &mut Asks) -> Option<Watch> {
         let platform = backends(config)?;
         let start = each!(&platform, b => b.start()).map(|request| {
-            let interval = each!(&platform, b => b.interval());
-            asks.send(
-                Owner::Watch,
-                RequestKind::EcsMetadata,
-                Lane::Watch,
-                request,
-                interval,
-            )
+            let (kind, interval) = each!(&platform, b => (b.purpose(), b.interval()));
+            asks.send(Owner::Watch, kind, Lane::Watch, request, interval)
         });
         let mut watch = Watch {
             platform,
@@ -135,7 +131,7 @@ impl Watch {
         self.next_poll = Some(now + interval);
         self.timers.set(WatchTimer::Poll, None);
         let request = each!(&self.platform, b => b.poll());
-        let kind = RequestKind::EcsMetadata;
+        let kind = each!(&self.platform, b => b.purpose());
         self.poll = Some(asks.send(Owner::Watch, kind, Lane::Watch, request, interval));
     }
 
