@@ -118,7 +118,7 @@ impl Shared {
             };
             let timeout = listener::APP_TIMEOUT;
             let asked = http::contain(|| http::send_for_status(&target, timeout));
-            let answer = listener::app_ready(asked.map_err(|f| f.kind().to_string()));
+            let answer = listener::app_ready(asked.map_err(|f| f.kind.as_str().to_string()));
             shared.lock().app = Some(answer);
             shared.wake();
         });

@@ -120,7 +120,8 @@ impl Failure {
         }
     }
 
-    /// A stable key for "log each distinct failure once".
+    /// The kind's name, for text. Decisions compare `kind`, the enum;
+    /// `app::check` (rewritten by the preflight issue) still reads this.
     pub fn kind(&self) -> &'static str {
         self.kind.as_str()
     }

@@ -522,7 +522,7 @@ mod tests {
 
     fn kind(bytes: &[u8]) -> &'static str {
         match decode(bytes, false) {
-            Step::Failed(f) => f.kind(),
+            Step::Failed(f) => f.kind.as_str(),
             other => panic!("{:?}: {other:?}", String::from_utf8_lossy(bytes)),
         }
     }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use log::info;
 
-use crate::core::complaints::Complaints;
+use crate::core::complaints::{Complaints, Key};
 use crate::core::deadline::Deadline;
 use crate::core::protect::{Backend, Report};
 use crate::core::settings::Config;
@@ -91,9 +91,7 @@ impl Protection {
         self.put_in_flight = false;
         let response = match result {
             Ok(response) => response,
-            Err(failure) => {
-                return self.complain(&format!("put_{}", failure.kind()), &failure.to_string())
-            }
+            Err(failure) => return self.complain(Key::Failed(failure.kind), &failure.to_string()),
         };
         match parse_protection_answer(response.status, &response.body) {
             ProtectionAnswer::Applied { expiration } if (200..300).contains(&response.status) => {
@@ -112,11 +110,11 @@ impl Protection {
             }
             // The agent's words are not keys: one key per kind of answer.
             ProtectionAnswer::Failure { reason } => self.complain(
-                "agent_failure",
+                Key::Refused,
                 &format!("agent refused: Reason {}", escape(&reason, 100)),
             ),
             ProtectionAnswer::Error { code, message } => self.complain(
-                "agent_error",
+                Key::Error,
                 &format!(
                     "agent error {}: {}",
                     escape(&code, 100),
@@ -124,13 +122,12 @@ impl Protection {
                 ),
             ),
             ProtectionAnswer::Applied { .. } => self.complain(
-                &format!("status_{}", status_class(response.status)),
+                Key::Status(status_class(response.status)),
                 &format!("HTTP {}", response.status),
             ),
-            ProtectionAnswer::Unexpected(what) => self.complain(
-                &format!("unexpected_{}", status_class(response.status)),
-                &what,
-            ),
+            ProtectionAnswer::Unexpected(what) => {
+                self.complain(Key::Unexpected(status_class(response.status)), &what)
+            }
         }
     }
 }
@@ -177,7 +174,7 @@ impl Backend for Protection {
         }
     }
 
-    fn complain(&mut self, key: &str, message: &str) {
+    fn complain(&mut self, key: Key, message: &str) {
         self.complaints.once(key, "task protection", message);
     }
 }

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use log::{info, warn};
 
-use crate::core::complaints::Complaints;
+use crate::core::complaints::{Complaints, Key};
 use crate::core::deadline::{Deadline, Grace};
 use crate::core::protect::{Backend, Report};
 use crate::core::settings::{Config, K8sConfig};
@@ -96,7 +96,7 @@ pub struct Protection {
     follow: Option<Sent>,
     retried: bool,
     /// The last failure said (one line until it changes).
-    said: Option<String>,
+    said: Option<Key>,
     /// The sources' failures to answer protection's poll, once per kind.
     sources: Complaints,
     /// The grace and `--grace-max` as configured, and whether each was
@@ -184,7 +184,7 @@ impl Protection {
     fn read(&mut self, body: &[u8]) {
         let pod = match read_pod(body) {
             Ok(pod) => pod,
-            Err(e) => return self.say("unreadable", &format!("the pod's read: {e}")),
+            Err(e) => return self.say(Key::Malformed, &format!("the pod's read: {e}")),
         };
         self.on = self.holds(&pod);
         if pod.holds(self.managed) {
@@ -234,7 +234,7 @@ impl Protection {
 
     /// A failure: said once until a different one comes, then no request
     /// before the backoff (at least `after`).
-    fn failed(&mut self, now: Instant, key: &str, message: &str, after: Option<Duration>) {
+    fn failed(&mut self, now: Instant, key: Key, message: &str, after: Option<Duration>) {
         self.failures = self.failures.saturating_add(1);
         let wait = backoff(self.failures).max(after.unwrap_or_default());
         self.state = State::Backoff { until: now + wait };
@@ -252,12 +252,12 @@ impl Protection {
         }
     }
 
-    fn say(&mut self, key: &str, message: &str) {
-        if self.said.as_deref() != Some(key) {
+    fn say(&mut self, key: Key, message: &str) {
+        if self.said != Some(key) {
             warn!(
                 "Kubernetes pod protection: {message} (said once until it changes; retried with backoff)"
             );
-            self.said = Some(key.to_string());
+            self.said = Some(key);
         }
     }
 
@@ -341,7 +341,7 @@ impl Backend for Protection {
             Ok(response) => response,
             Err(failure) => {
                 self.unknown_after(sent);
-                return self.failed(now, failure.kind(), &failure.to_string(), None);
+                return self.failed(now, Key::Failed(failure.kind), &failure.to_string(), None);
             }
         };
         let status = response.status;
@@ -355,14 +355,22 @@ impl Backend for Protection {
                 // The token is read again for every request: retry at once.
                 self.retried = true;
                 self.follow = sent;
-                self.say("401", "401: the token was refused; reading it again");
+                self.say(
+                    Key::Unauthenticated,
+                    "401: the token was refused; reading it again",
+                );
             }
             Verdict::Unauthenticated => {
-                self.failed(now, "401", "401: the token was refused again", None)
+                self.failed(
+                    now,
+                    Key::Unauthenticated,
+                    "401: the token was refused again",
+                    None,
+                )
             }
             Verdict::Forbidden(message) => self.failed(
                 now,
-                "403",
+                Key::Forbidden,
                 &format!(
                     "403 Forbidden: the pod's service account needs get and patch on pods in namespace {} (a Role and a RoleBinding), or an admission policy refused: {message}",
                     self.namespace
@@ -371,7 +379,7 @@ impl Backend for Protection {
             ),
             Verdict::NoSuchPod => self.failed(
                 now,
-                "404",
+                Key::NotFound,
                 &format!(
                     "404: no pod {} in namespace {} (a wrong POD_NAME?)",
                     self.pod, self.namespace
@@ -379,18 +387,22 @@ impl Backend for Protection {
                 None,
             ),
             Verdict::Retry { after } => {
-                let key = if status == 429 { "429" } else { "retry" };
+                let key = if status == 429 {
+                    Key::TooMany
+                } else {
+                    Key::Retry
+                };
                 self.failed(now, key, &format!("HTTP {status}: retrying"), after)
             }
             Verdict::Refused(code, message) => self.failed(
                 now,
-                "refused",
+                Key::Refused,
                 &format!("{code}: the API server refused the change: {message}"),
                 None,
             ),
             Verdict::Unexpected(code) => self.failed(
                 now,
-                "unexpected",
+                Key::UnexpectedStatus,
                 &format!("unexpected HTTP {code}"),
                 None,
             ),
@@ -438,7 +450,7 @@ impl Backend for Protection {
         self.on == Some(true)
     }
 
-    fn complain(&mut self, key: &str, message: &str) {
+    fn complain(&mut self, key: Key, message: &str) {
         // A source that did not answer protection's poll.
         self.sources.once(key, "pod protection", message);
     }

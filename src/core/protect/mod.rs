@@ -17,6 +17,7 @@ pub mod k8s;
 use std::time::{Duration, Instant};
 
 use crate::core::asks::{Asks, Owner};
+use crate::core::complaints::Key;
 use crate::core::counters::RequestKind;
 use crate::core::deadline::{Deadline, Grace};
 use crate::core::event::{Answer, Lane, Token};
@@ -70,7 +71,7 @@ pub trait Backend {
     /// Protection is on, as the platform last accepted.
     fn is_on(&self) -> bool;
     /// A failure worth saying once per `key`.
-    fn complain(&mut self, key: &str, message: &str);
+    fn complain(&mut self, key: Key, message: &str);
 }
 
 /// What a back-end reports, rendered by `/status`, `/metrics` and the
@@ -237,11 +238,11 @@ impl Protection {
         &mut self,
         now: Instant,
         answer: Answer,
-        complaint: Option<(String, String)>,
+        complaint: Option<(Key, String)>,
         asks: &mut Asks,
     ) {
         if let Some((key, message)) = complaint {
-            each!(&mut self.platform, b => b.complain(&key, &message));
+            each!(&mut self.platform, b => b.complain(key, &message));
         }
         let Some((answers, due)) = self.round.as_mut().filter(|(_, due)| *due > 0) else {
             return; // no poll in flight: nothing to answer
@@ -347,7 +348,7 @@ mod tests {
                 words: None,
             }
         }
-        fn complain(&mut self, _: &str, _: &str) {}
+        fn complain(&mut self, _: Key, _: &str) {}
     }
 
     #[test]

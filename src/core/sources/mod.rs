@@ -20,6 +20,7 @@ use log::{debug, info, warn};
 use serde_json::Value;
 
 use crate::core::asks::{Asks, Owner};
+use crate::core::complaints::Key;
 use crate::core::counters::RequestKind;
 use crate::core::event::{Action, Answer, Lane, Seen, Token};
 use crate::core::outcome::{Ended, InFlight};
@@ -29,7 +30,7 @@ use crate::core::timeline::Ticket;
 use crate::core::timers::RunTimers;
 
 use crate::proto::exchange::{Endpoint, Request};
-use crate::proto::http::{Failure, Response};
+use crate::proto::http::{Failure, Kind as HttpKind, Response};
 use crate::util::text::{escape, Fold};
 pub use board::{Board, Source};
 pub use url::Count;
@@ -174,7 +175,7 @@ pub struct Read {
     /// carried there.
     pub count: Option<(String, Count)>,
     /// No answer at all: its kind and a line for protection's complaints.
-    pub failure: Option<(String, String)>,
+    pub failure: Option<(HttpKind, String)>,
     /// A status that says the URL itself looks wrong (401, 403, 404, 405).
     pub wrong_url: Option<u16>,
 }
@@ -209,7 +210,7 @@ pub enum Said {
     /// no answer at all).
     Protect {
         answer: Answer,
-        complaint: Option<(String, String)>,
+        complaint: Option<(Key, String)>,
     },
 }
 
@@ -488,16 +489,16 @@ impl Sources {
                 self.record_count(&read, stopping);
                 let starting = self.starting(index, now, read.failure.is_some());
                 let complaint = match (read.failure, read.wrong_url) {
-                    (Some((kind, message)), _) if kind == "refused" && starting => {
+                    (Some((HttpKind::Refused, message)), _) if starting => {
                         debug!("task protection: {message} (the app may not listen yet: start-up window)");
                         None
                     }
-                    (Some((kind, message)), _) => Some((format!("drain_{kind}_{index}"), message)),
+                    (Some((kind, message)), _) => Some((Key::SourceFailed(index, kind), message)),
                     (None, Some(status)) => {
                         let source = &self.board.sources[index];
                         let target = escape(&source.target, 200);
                         Some((
-                            format!("drain_wrong_url_{index}"),
+                            Key::SourceWrongUrl(index),
                             format!(
                                 "drain source {} {target}: HTTP {status}: {WRONG_URL_SAYS}",
                                 source.kind

@@ -111,7 +111,7 @@ impl Kind for Url {
                 "drain endpoint {}: {f}",
                 crate::util::text::escape(&public_url(&self.url), 200)
             );
-            (f.kind().to_string(), message)
+            (f.kind, message)
         });
         Read {
             answer,

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use log::info;
 
-use crate::core::complaints::Complaints;
+use crate::core::complaints::{Complaints, Key};
 use crate::core::counters::RequestKind;
 use crate::core::outcome::Trigger;
 use crate::core::settings::Config;
@@ -51,20 +51,20 @@ impl Watch {
 
     pub fn on_container(&mut self, result: Result<Response, Failure>) {
         match result
-            .map_err(|f| (f.kind().to_string(), f.to_string()))
+            .map_err(|f| (Key::Failed(f.kind), f.to_string()))
             .and_then(|r| {
                 if r.status != 200 {
                     return Err((
-                        format!("container_status_{}", status_class(r.status)),
+                        Key::ContainerStatus(status_class(r.status)),
                         format!("HTTP {}", r.status),
                     ));
                 }
-                parse_container(&r.body).map_err(|e| ("container_malformed".to_string(), e))
+                parse_container(&r.body).map_err(|e| (Key::ContainerMalformed, e))
             }) {
             Ok(me) => self.me = Some(me),
-            Err((kind, message)) => self
+            Err((key, message)) => self
                 .complaints
-                .once(&kind, "ECS container metadata", &message),
+                .once(key, "ECS container metadata", &message),
         }
     }
 
@@ -72,15 +72,15 @@ impl Watch {
     /// meant to stop.
     pub fn on_task(&mut self, result: Result<Response, Failure>) -> bool {
         let parsed = result
-            .map_err(|f| (f.kind().to_string(), f.to_string()))
+            .map_err(|f| (Key::Failed(f.kind), f.to_string()))
             .and_then(|r| {
                 if r.status != 200 {
                     return Err((
-                        format!("status_{}", status_class(r.status)),
+                        Key::Status(status_class(r.status)),
                         format!("HTTP {}", r.status),
                     ));
                 }
-                parse_task(&r.body).map_err(|e| ("malformed".to_string(), e))
+                parse_task(&r.body).map_err(|e| (Key::Malformed, e))
             });
         match parsed {
             Ok(task) => {
@@ -97,8 +97,8 @@ impl Watch {
                 self.task = Some(task);
                 stopping
             }
-            Err((kind, message)) => {
-                self.complaints.once(&kind, "ECS task metadata", &message);
+            Err((key, message)) => {
+                self.complaints.once(key, "ECS task metadata", &message);
                 false
             }
         }
