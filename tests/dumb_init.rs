@@ -323,3 +323,75 @@ fn as_pid1_only_the_child_stops_the_kernel_keeps_init_running() {
         });
     }
 }
+
+#[test]
+fn the_last_resort_stops_itself_after_a_job_control_signal() {
+    // The core fails on every signal (the fallback's too), so the last
+    // resort handles them; called `dumb-init`, it still stops itself after
+    // a job-control signal, as the core would.
+    let links = Scratch::new("dumb-init-bin");
+    let dumb = as_dumb_init(&built(Build::StaticFaults), &links);
+    let scratch = Scratch::new("dumb-init-last-resort-tstp");
+    let d = drainit(job_child(&scratch, &[]))
+        .binary(&dumb)
+        .not_pid1()
+        .env("DRAINIT_TEST_FAULT", "core")
+        .start();
+    let child: i32 = scratch.wait_number("child");
+    let group = KillGroup(child);
+    d.signal(libc::SIGTSTP);
+    wait_for("the child and drainit stopped", PATIENCE, || {
+        (is_stopped(child) && is_stopped(d.pid())).then_some(())
+    });
+    d.signal(libc::SIGCONT);
+    wait_for("the child and drainit resumed", PATIENCE, || {
+        (!is_stopped(child) && !is_stopped(d.pid())).then_some(())
+    });
+    assert!(
+        d.stderr().contains("the fallback failed too"),
+        "{}",
+        d.stderr()
+    );
+    drop(group);
+}
+
+#[test]
+fn the_last_resort_sends_sigterm_to_what_the_child_left_in_its_group() {
+    // The core fails on every signal (the fallback's too), so the last
+    // resort sees the child end; called `dumb-init` (session mode), it
+    // still sends SIGTERM to what the child left in its group, as the core
+    // would. The leftover ignores USR2, the signal that sends drainit to
+    // its last resort; the child ends once `go` is there.
+    let links = Scratch::new("dumb-init-bin");
+    let dumb = as_dumb_init(&built(Build::StaticFaults), &links);
+    let scratch = Scratch::new("dumb-init-last-resort-leftover");
+    let script = "sh -c \"trap 'touch $D/term' TERM; trap 'touch $D/probe' WINCH; trap '' USR2; \
+         echo \\$\\$ > $D/leftover; while :; do sleep 0.02; done\" & \
+         trap 'touch \"$D/usr2\"' USR2; \
+         while [ ! -s \"$D/leftover\" ]; do sleep 0.01; done; \
+         while [ ! -e \"$D/go\" ]; do sleep 0.02; done; exit 0";
+    let mut d = drainit(sh(&scratch, script))
+        .binary(&dumb)
+        .not_pid1()
+        .env("DRAINIT_TEST_FAULT", "core")
+        .start();
+    let leftover: i32 = scratch.wait_number("leftover");
+    d.signal(libc::SIGUSR2);
+    scratch.wait_file("usr2");
+    scratch.touch("go");
+    let status = d.wait_status(PATIENCE);
+    assert_eq!(status.code(), Some(0), "{}", d.stderr());
+    assert!(
+        d.stderr().contains("the fallback failed too"),
+        "{}",
+        d.stderr()
+    );
+    // As in `leftover_got_term`: WINCH is trapped after a pending TERM.
+    // SAFETY: kill has no memory effects; the leftover is ours.
+    unsafe { libc::kill(leftover, libc::SIGWINCH) };
+    scratch.wait_file("probe");
+    let got = scratch.file("term").exists();
+    // SAFETY: as above.
+    unsafe { libc::kill(leftover, libc::SIGKILL) };
+    assert!(got, "the leftover got no SIGTERM: {}", d.stderr());
+}

@@ -745,3 +745,52 @@ fn a_panic_of_the_event_loop_is_silent_when_the_log_is() {
         assert_eq!(d.stderr(), "", "{build:?}: silent, yet stderr has lines");
     }
 }
+
+/// `path` of drainit's health listener at `addr`, whole.
+fn get(addr: &str, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).ok()?;
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").ok()?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).ok()?;
+    Some(text)
+}
+
+#[test]
+fn the_last_resort_counts_the_signals_it_forwards() {
+    // The core fails on every signal (the fallback's too): the last
+    // resort forwards HUP, and counts it where the core would, so
+    // /metrics says so as it would have.
+    let scratch = Scratch::new("last-resort-counts");
+    let addr = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().to_string()
+    };
+    let mut d = drainit(["--grace", "30s", "--serve", &addr])
+        .binary(&built(Build::StaticFaults))
+        .env("DRAINIT_TEST_FAULT", "core")
+        .with_args(sh(
+            &scratch,
+            "trap 'touch \"$D/hup\"' HUP; trap 'exit 7' USR1; touch \"$D/ready\"; \
+             while :; do sleep 0.05; done",
+        ))
+        .start();
+    scratch.wait_file("ready");
+    wait_for("the listener", PATIENCE, || get(&addr, "/healthz"));
+    d.signal(libc::SIGHUP);
+    scratch.wait_file("hup");
+    wait_for("HUP counted in /metrics", PATIENCE, || {
+        let metrics = get(&addr, "/metrics")?;
+        metrics
+            .contains("\ndrainit_signals_forwarded_total{signal=\"SIGHUP\"} 1\n")
+            .then_some(())
+    });
+    d.signal(libc::SIGUSR1);
+    let status = d.wait_status(PATIENCE);
+    assert_eq!(status.code(), Some(7), "{}", d.stderr());
+    assert!(
+        d.stderr().contains("the fallback failed too"),
+        "{}",
+        d.stderr()
+    );
+}

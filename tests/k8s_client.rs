@@ -22,8 +22,9 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use drainit::io::k8s::{self, Answer, Place, SA_DIR};
-use drainit::proto::http::Kind;
+use drainit::io::k8s::{self, Place, SA_DIR};
+use drainit::proto::exchange::Method;
+use drainit::proto::http::{Kind, Response};
 use drainit::proto::k8s::{self as api, Managed, Verdict, API_BODY_LIMIT};
 use serde_json::Value;
 use support::k8s_api::FakeApi;
@@ -91,8 +92,8 @@ impl At for FakeApi {
 
 const TIMEOUT: Duration = Duration::from_secs(3);
 
-fn verdict(answer: &Answer) -> Verdict {
-    api::verdict(&answer.response, answer.retry_after)
+fn verdict(answer: &Response) -> Verdict {
+    api::verdict(answer)
 }
 
 fn annotations(pod: &Value) -> Value {
@@ -107,7 +108,7 @@ fn round_trip(server: &FakeApi, tls: &str) {
     let place = server.place();
     let got = k8s::get_pod(&place, TIMEOUT).unwrap();
     assert_eq!(verdict(&got), Verdict::Applied);
-    let pod = api::read_pod(&got.response.body).unwrap();
+    let pod = api::read_pod(&got.body).unwrap();
     assert_eq!(pod.grace_seconds, Some(30));
     assert!(!pod.holds(Managed::ALL));
 
@@ -289,7 +290,7 @@ fn the_answers_of_the_api_server() {
     assert_eq!(get(), Verdict::Retry { after: None });
     // Then the pod, with drainit's earlier state on it.
     let answer = k8s::get_pod(&place, TIMEOUT).unwrap();
-    let pod = api::read_pod(&answer.response.body).unwrap();
+    let pod = api::read_pod(&answer.body).unwrap();
     assert!(pod.holds(Managed::ALL));
     assert!(!pod.holds(Managed::parse("cost").unwrap()));
     // A cost that is no int32 is the API's 422, with its message.
@@ -334,17 +335,14 @@ fn a_pod_larger_than_the_http_clients_body_bound_is_read_and_patched() {
     let server = FakeApi::start(&["--grace", "60", "--pad-kib", "300"]);
     let place = server.place();
     let got = k8s::get_pod(&place, TIMEOUT).unwrap();
-    assert!(got.response.body.len() > 300 * 1024);
-    assert!(got.response.body.len() > drainit::proto::http::BODY_LIMIT);
+    assert!(got.body.len() > 300 * 1024);
+    assert!(got.body.len() > drainit::proto::http::BODY_LIMIT);
     assert_eq!(verdict(&got), Verdict::Applied);
-    assert_eq!(
-        api::read_pod(&got.response.body).unwrap().grace_seconds,
-        Some(60)
-    );
+    assert_eq!(api::read_pod(&got.body).unwrap().grace_seconds, Some(60));
     for busy in [true, false] {
         let body = api::patch_body(Managed::ALL, busy, 1000);
         let answer = k8s::patch_pod(&place, &body, TIMEOUT).unwrap();
-        assert!(answer.response.body.len() > 300 * 1024);
+        assert!(answer.body.len() > 300 * 1024);
         assert_eq!(verdict(&answer), Verdict::Applied, "busy {busy}");
     }
     assert_eq!(server.requests().len(), 3);
@@ -356,9 +354,8 @@ fn a_request_thread_reports_once() {
     let place = server.place();
     let mut results = Vec::new();
     let busy = api::patch_body(Managed::ALL, true, 7);
-    k8s::run_and_report(&place, api::Method::Patch, &busy, TIMEOUT, |r| {
-        results.push(r)
-    });
+    let patch = k8s::pod_request(Method::Patch, Some(&busy));
+    k8s::run_and_report(&place, &patch, TIMEOUT, |r| results.push(r));
     assert_eq!(results.len(), 1);
     assert_eq!(verdict(results[0].as_ref().unwrap()), Verdict::Applied);
     assert_eq!(annotations(&server.pod())[api::COST_KEY], "7");
@@ -369,7 +366,8 @@ fn a_request_thread_reports_once() {
     {
         std::env::set_var("DRAINIT_TEST_FAULT", "k8s_worker");
         let mut results = Vec::new();
-        k8s::run_and_report(&place, api::Method::Get, b"", TIMEOUT, |r| results.push(r));
+        let get = k8s::pod_request(Method::Get, None);
+        k8s::run_and_report(&place, &get, TIMEOUT, |r| results.push(r));
         std::env::remove_var("DRAINIT_TEST_FAULT");
         assert_eq!(results.len(), 1);
         assert_eq!(results[0].as_ref().unwrap_err().kind, Kind::Internal);
@@ -448,7 +446,7 @@ fn hostile_exchange() {
     let result = k8s::get_pod(&place, TIMEOUT);
     let took = started.elapsed();
     let kind = match result {
-        Ok(a) => format!("status-{}", a.response.status),
+        Ok(a) => format!("status-{}", a.status),
         Err(f) => f.kind().to_string(),
     };
     let status = fs::read_to_string("/proc/self/status").unwrap();

@@ -423,6 +423,45 @@ fn the_grace_comes_from_the_pod() {
 }
 
 #[test]
+fn after_a_panic_of_the_loop_the_pods_grace_is_kept() {
+    // The pod's period (10 s: a grace of 8 s) was read before the loop
+    // failed on TERM. The fallback's core (the loop's fault point) and the
+    // last resort (the core fails on every signal, the fallback's too)
+    // keep that grace, not the 25 s default.
+    for fault in ["event_loop", "core"] {
+        let pod = Pod::new("k8s-grace-fallback", &["--grace", "10"], true);
+        let s = &pod.s;
+        let addr = free_addr();
+        let report = s.file("report.json");
+        let flags = ["--serve", &addr, "--exit-report", path_str(&report)];
+        let mut d = pod
+            .launch(&flags)
+            .binary(&built(Build::StaticFaults))
+            .env("DRAINIT_TEST_FAULT", fault)
+            .start();
+        s.wait_file("ready");
+        wait_for("the pod's grace in /status", PATIENCE, || {
+            (status(&addr)?["kubernetes"]["grace_from"] == "pod").then_some(())
+        });
+        let stop = Instant::now();
+        d.signal(libc::SIGTERM);
+        // (wait_status: the injected panic is in stderr on purpose.)
+        let code = d.wait_status(Duration::from_secs(40)).code();
+        let took = stop.elapsed();
+        assert_eq!(code, Some(124), "{fault}: {}", d.stderr());
+        assert!(
+            took >= Duration::from_millis(7900) && took < Duration::from_secs(15),
+            "{fault}: the pod's 8 s (not the 25 s default) ended it after {took:?}"
+        );
+        let report: Value = serde_json::from_str(&fs::read_to_string(&report).unwrap()).unwrap();
+        assert_eq!(report["outcome"], "deadline", "{fault}: {report}");
+        if fault == "event_loop" {
+            assert_eq!(report["deadline_ms"], 8000, "{report}");
+        }
+    }
+}
+
+#[test]
 fn a_pod_of_300_kib_is_read_and_patched() {
     // Sidecars, many variables, a large last-applied annotation: the GET
     // and every PATCH answer with the whole pod.

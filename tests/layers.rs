@@ -321,7 +321,7 @@ fn the_check_sees_an_upward_import_and_a_cycle() {
     let graph = edges(&files);
     for (from, to) in [
         ("shell::supervisor", "core::machine"),
-        ("core::stop", "core::machine"),
+        ("core::machine::report", "core::status"),
         ("io::reaper", "core::outcome"),
         ("app::main", "shell::supervisor"),
     ] {

@@ -106,6 +106,7 @@ fn drain_bodies() {
             status,
             content_type: content_type.map(String::from),
             body: body.clone(),
+            ..Default::default()
         };
         let reading = evaluate(&Ok(response), pointer);
         let json: Option<serde_json::Value> = serde_json::from_slice(&body).ok();

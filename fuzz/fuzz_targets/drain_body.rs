@@ -24,6 +24,7 @@ fuzz_target!(|data: &[u8]| {
         status,
         content_type: content_type.clone(),
         body: body.clone(),
+        ..Default::default()
     };
     let reading = evaluate(&Ok(response), pointer);
     if reading.ready && is_json(content_type.as_deref()) {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use crate::core::counters::RequestKind;
 use crate::core::event::{Action, Lane, Token};
 use crate::core::settings::Cmd;
-use crate::proto::http::Target;
+use crate::proto::exchange::Request;
 
 /// The part of the core an answer goes back to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,16 +61,14 @@ impl Asks {
         owner: Owner,
         kind: RequestKind,
         lane: Lane,
-        target: Target,
-        body: Option<Vec<u8>>,
+        request: Request,
         timeout: Duration,
     ) -> Token {
         let token = self.token(owner, Some(kind));
         self.push(Action::Send {
             token,
             lane,
-            target,
-            body,
+            request,
             timeout,
         });
         token

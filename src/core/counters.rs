@@ -52,14 +52,14 @@ pub struct Counters {
     /// Signals forwarded to the app, by the number sent (1-64).
     pub forwarded: [u64; 65],
     /// Requests answered, by `RequestKind` and `RESULTS`.
-    pub requests: [[u64; 3]; 5],
+    pub requests: [[u64; RESULTS.len()]; RequestKind::ALL.len()],
 }
 
 impl Default for Counters {
     fn default() -> Counters {
         Counters {
             forwarded: [0; 65],
-            requests: [[0; 3]; 5],
+            requests: [[0; RESULTS.len()]; RequestKind::ALL.len()],
         }
     }
 }

@@ -7,7 +7,6 @@
 use serde_json::{json, Map, Value};
 
 use crate::core::outcome::{Outcome, RunSummary, Trigger};
-use crate::util::signame::signal_name;
 use crate::util::text::escape;
 
 /// Docker splits longer lines into several log events; CloudWatch would
@@ -76,11 +75,7 @@ pub fn line(
         }),
     );
     // Properties: searchable in Logs Insights, not metrics.
-    let (trigger, signal) = match summary.stop_trigger {
-        Some(Trigger::Signal(n)) => (Value::from("signal"), Value::from(signal_name(n))),
-        Some(Trigger::Ecs) => (Value::from("ecs"), Value::Null),
-        None => (Value::Null, Value::Null),
-    };
+    let (trigger, signal) = Trigger::fields(summary.stop_trigger);
     let status = summary.notify.as_ref().and_then(|n| n.status.clone());
     let properties = [
         ("outcome", Value::from(outcome.name())),

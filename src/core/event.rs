@@ -8,7 +8,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::core::outcome::Ended;
 use crate::core::settings::Cmd;
-use crate::proto::http::{Failure, Response, Target};
+use crate::proto::exchange::Request;
+use crate::proto::http::{Failure, Response};
 
 /// Names one request or command run the core asked for; its answer comes
 /// back with it. Never reused within a run.
@@ -84,8 +85,8 @@ pub enum Lane {
     Poll,
     /// Task protection's polls and requests.
     Protect,
-    /// The ECS task metadata.
-    Ecs,
+    /// The platform watch's requests (the ECS task metadata).
+    Watch,
     /// `--stop-url` hooks.
     Hook,
 }
@@ -111,8 +112,7 @@ pub enum Action {
     Send {
         token: Token,
         lane: Lane,
-        target: Target,
-        body: Option<Vec<u8>>,
+        request: Request,
         timeout: Duration,
     },
     /// Start a command in its own process group; answer `RunEnded` when it

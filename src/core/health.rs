@@ -116,13 +116,7 @@ pub fn status_json(status: Option<&Status>, now: Instant, log_lines_dropped: u64
     };
     let ago = |at: Instant| millis(now.saturating_duration_since(at));
     let sum = &s.summary;
-    let (trigger, signal) = match sum.stop_trigger {
-        Some(crate::core::outcome::Trigger::Signal(n)) => {
-            (Value::from("signal"), Value::from(signal_name(n)))
-        }
-        Some(crate::core::outcome::Trigger::Ecs) => (Value::from("ecs"), Value::Null),
-        None => (Value::Null, Value::Null),
-    };
+    let (trigger, signal) = crate::core::outcome::Trigger::fields(sum.stop_trigger);
     let sources: Vec<Value> = s
         .sources
         .iter()
@@ -162,12 +156,12 @@ pub fn status_json(status: Option<&Status>, now: Instant, log_lines_dropped: u64
         "orphans_reaped": sum.orphans_reaped,
         "signals_forwarded": forwarded,
         "ecs_task_arn": sum.ecs_task_arn.as_deref().map(cut),
-        "protected": s.protected,
+        "protected": s.protection.as_ref().filter(|p| p.top_level).map(|p| p.protected),
         "log_lines_dropped": log_lines_dropped,
         "outcome": s.outcome.map(|o| o.name()),
     });
-    if let Some(k) = &sum.k8s {
-        body["kubernetes"] = k.json();
+    if let Some((key, words)) = &sum.platform_words {
+        body[*key] = words.clone();
     }
     if let Some(n) = &sum.notify {
         body["notify"] = json!({

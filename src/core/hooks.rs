@@ -13,6 +13,7 @@ use crate::core::event::{Action, Lane, Token};
 use crate::core::outcome::Ended;
 use crate::core::settings::Config;
 use crate::core::timeline::Ticket;
+use crate::proto::exchange::{Endpoint, Request};
 use crate::proto::http::{Failure, Response};
 
 /// The hooks in flight (the run's are the configuration's).
@@ -40,14 +41,9 @@ impl Hooks {
                 crate::core::sources::url::public_url(&target.url)
             );
             let kind = RequestKind::Hook;
-            let token = asks.send(
-                Owner::Hooks,
-                kind,
-                Lane::Hook,
-                target.clone(),
-                None,
-                timeout,
-            );
+            let request =
+                Request::new(Endpoint::HttpUrl(target.url.clone()), target.method.clone());
+            let token = asks.send(Owner::Hooks, kind, Lane::Hook, request, timeout);
             self.out.push((token, ticket));
         }
         for cmd in execs {

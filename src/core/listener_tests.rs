@@ -34,7 +34,7 @@ fn running() -> Arc<Status> {
         summary: RunSummary::default(),
         counters: Counters::default(),
         in_flight: None,
-        protected: None,
+        protection: None,
         notify_kinds: None,
         outcome: None,
     })

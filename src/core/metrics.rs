@@ -156,35 +156,10 @@ pub fn render(status: Option<&Status>, now: Instant, unix_now: f64) -> Reply {
             );
         }
     }
-    // One platform protects at a time: its gauge and its requests by result.
-    if let Some(k) = &s.summary.k8s {
-        protection(
-            &mut p,
-            s,
-            k.protected,
-            (
-                "drainit_k8s_protected",
-                "1 while the pod holds drainit's annotations (as the API server last accepted).",
-            ),
-            (
-                "drainit_k8s_requests_total",
-                "Requests to the Kubernetes API server (the pod's read and patches), by result.",
-            ),
-        );
-    } else if let Some(on) = s.protected {
-        protection(
-            &mut p,
-            s,
-            on,
-            (
-                "drainit_ecs_task_protected",
-                "1 while ECS task scale-in protection is on (as the agent last accepted).",
-            ),
-            (
-                "drainit_ecs_protection_requests_total",
-                "Task-protection updates sent to the ECS agent, by result.",
-            ),
-        );
+    // One platform protects at a time: its gauge and its requests by
+    // result, under the names its back-end gives.
+    if let Some(r) = &s.protection {
+        protection(&mut p, s, r.protected, r.gauge, r.requests);
     }
     if let (Some(n), Some(kinds)) = (&s.summary.notify, s.notify_kinds) {
         p.family(

@@ -3,6 +3,7 @@
 pub mod asks;
 pub mod complaints;
 pub mod counters;
+pub mod deadline;
 pub mod emf;
 pub mod event;
 pub mod health;
@@ -17,8 +18,6 @@ pub mod rules;
 pub mod settings;
 pub mod sources;
 pub mod status;
-pub mod stop;
-pub mod takeover;
 pub mod timeline;
 pub mod timers;
 pub mod watch;

@@ -86,7 +86,37 @@ impl Outcome {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Trigger {
     Signal(i32),
+    /// ECS's task metadata said `DesiredStatus: STOPPED` (`watch::ecs`).
     Ecs,
+}
+
+impl Trigger {
+    /// Its name in the exit report, `/status` and EMF (`stop_trigger`):
+    /// the one place a trigger is named.
+    pub fn name(self) -> &'static str {
+        match self {
+            Trigger::Signal(_) => "signal",
+            Trigger::Ecs => "ecs",
+        }
+    }
+
+    /// Who began the stop, as the log says it: the signal, or the
+    /// platform.
+    pub fn said(self) -> String {
+        match self {
+            Trigger::Signal(signo) => signal_name(signo),
+            Trigger::Ecs => "ECS".into(),
+        }
+    }
+
+    /// `stop_trigger` and `stop_signal` as the reports write them.
+    pub fn fields(trigger: Option<Trigger>) -> (Value, Value) {
+        let signal = match trigger {
+            Some(Trigger::Signal(signo)) => Value::from(signal_name(signo)),
+            _ => Value::Null,
+        };
+        (trigger.map(Trigger::name).into(), signal)
+    }
 }
 
 /// Everything the exit report says besides the exit code.
@@ -113,39 +143,9 @@ pub struct RunSummary {
     pub in_flight: Option<InFlight>,
     /// The ECS task's names, for the metrics' dimensions (not reported).
     pub ecs_names: Option<EcsNames>,
-    /// With `--k8s-protect`: the pod, its protection and its deadline.
-    pub k8s: Option<K8sReport>,
-}
-
-/// With `--k8s-protect`: the pod and namespace, whether the pod holds the
-/// annotations (as the API server last accepted), and the grace that
-/// applies with where it came from.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct K8sReport {
-    pub pod: String,
-    pub namespace: String,
-    pub protected: bool,
-    /// `--grace` in ms (None: never escalates).
-    pub grace_ms: Option<u64>,
-    /// Where the grace came from: "option" (`--grace`), "pod" (the pod's
-    /// `terminationGracePeriodSeconds`) or "default" (the pod not read).
-    pub grace_from: &'static str,
-    /// The pod's `terminationGracePeriodSeconds`, once read.
-    pub termination_grace_period_seconds: Option<u64>,
-}
-
-impl K8sReport {
-    /// The `kubernetes` object of the exit report and `/status`.
-    pub fn json(&self) -> Value {
-        json!({
-            "pod": self.pod,
-            "namespace": self.namespace,
-            "protected": self.protected,
-            "grace_ms": self.grace_ms,
-            "grace_from": self.grace_from,
-            "termination_grace_period_seconds": self.termination_grace_period_seconds,
-        })
-    }
+    /// A protection back-end's own words (`protect::Report::words`): the
+    /// key and the object the report and `/status` carry.
+    pub platform_words: Option<(&'static str, Value)>,
 }
 
 /// The app's in-flight count as read from drain bodies.
@@ -194,11 +194,7 @@ pub fn report(outcome: &Outcome, exit_code: u8, summary: &RunSummary) -> Value {
         Some(Ended::Signaled(signo)) => json!({"signaled": signal_name(signo)}),
         None => Value::Null,
     };
-    let (trigger, signal) = match summary.stop_trigger {
-        Some(Trigger::Signal(signo)) => (Value::from("signal"), Value::from(signal_name(signo))),
-        Some(Trigger::Ecs) => (Value::from("ecs"), Value::Null),
-        None => (Value::Null, Value::Null),
-    };
+    let (trigger, signal) = Trigger::fields(summary.stop_trigger);
     let mut report = json!({
         "outcome": outcome.name(),
         "exit_code": exit_code,
@@ -216,8 +212,8 @@ pub fn report(outcome: &Outcome, exit_code: u8, summary: &RunSummary) -> Value {
         "sources": summary.sources,
         "log_lines_dropped": summary.log_lines_dropped,
     });
-    if let Some(k) = &summary.k8s {
-        report["kubernetes"] = k.json();
+    if let Some((key, words)) = &summary.platform_words {
+        report[*key] = words.clone();
     }
     if let Some(f) = &summary.in_flight {
         report["in_flight"] = json!({"at_stop": f.at_stop, "max": f.max, "last": f.last});
@@ -281,7 +277,7 @@ mod tests {
             log_lines_dropped: 3,
             in_flight: None,
             ecs_names: None,
-            k8s: None,
+            platform_words: None,
         };
         let r = report(&Outcome::Drained, 0, &summary);
         assert_eq!(r["outcome"], "drained");

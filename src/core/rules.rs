@@ -62,6 +62,26 @@ pub fn forwarded(config: &Config, signo: i32) -> Option<(i32, bool)> {
         .map(|sent| (sent, config.kill_process_group))
 }
 
+/// What a received signal asks of whoever keeps the child: the core
+/// (`core/machine/stop.rs`) and the shell's last resort alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Delivery {
+    /// The signal sent and whether to the child's group (`forwarded`);
+    /// None: dropped by `--rewrite`. A signal sent is counted
+    /// (`Counters::forwarded`) by whoever sends it.
+    pub sent: Option<(i32, bool)>,
+    /// drainit stops itself after the forward (`stops_itself`).
+    pub stop_self: bool,
+}
+
+/// The one rule for a received signal on its way to a live child.
+pub fn delivery(config: &Config, signo: i32) -> Delivery {
+    Delivery {
+        sent: forwarded(config, signo),
+        stop_self: stops_itself(config, signo),
+    }
+}
+
 /// What the ended child left in its process group gets, called
 /// `dumb-init` in its session mode: SIGTERM after `--rewrite` (dropped by
 /// a rewrite to 0), as dumb-init forwards it. None otherwise: the group

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::proto::http::Target;
-use crate::proto::k8s::{self, Managed};
+use crate::proto::k8s::Managed;
 use crate::proto::notify_msg::Access;
 
 /// `Default` is for tests: a test builds the `Config` it needs from it, so
@@ -164,18 +164,6 @@ pub struct K8sConfig {
     pub grace_given: bool,
     /// `--grace-max` was given (otherwise it follows the grace).
     pub grace_max_given: bool,
-}
-
-impl K8sConfig {
-    /// The pod's URL on the API server: what the core's requests name,
-    /// and how the shell knows them for the Kubernetes client's.
-    pub fn pod_url(&self) -> String {
-        format!(
-            "https://{}{}",
-            k8s::authority(self.ip, self.port),
-            k8s::pod_path(&self.namespace, &self.pod)
-        )
-    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

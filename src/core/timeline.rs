@@ -11,10 +11,32 @@
 
 use std::time::{Duration, Instant};
 
+use crate::core::deadline::Deadline;
 use crate::core::outcome::{Ended, Outcome, Trigger};
 pub use crate::core::rules::Escalation;
 use crate::core::rules::{self, Kill};
-use crate::core::timers::{Slots, Timer, TIMELINE};
+use crate::core::timers::{timer_kind, Kind, Slots};
+
+timer_kind! {
+    /// What the stop timeline's timers are for: the deadline, then its
+    /// phases'.
+    pub enum Timer {
+        /// The stop's deadline.
+        Deadline,
+        /// The end of `--pre-stop-delay`.
+        PreStop,
+        /// The hooks' time is up.
+        Hook,
+        /// The next drain round.
+        Round,
+        /// `--ready-grace` is over: the ready app is killed.
+        ReadyKill,
+        /// `--orphan-grace` is over.
+        OrphanGrace,
+        /// A SIGKILLed child is still not gone.
+        Watchdog,
+    }
+}
 
 /// What the timeline needs from the configuration: the configuration's
 /// own value (`Config::timeline`).
@@ -46,8 +68,8 @@ pub enum Request {
 pub enum Event {
     /// A signal another process sent (never SIGCHLD).
     Signal(i32),
-    /// ECS says the task is stopping.
-    EcsStop,
+    /// A platform's watch says the app is to stop (`core::watch`).
+    PlatformStop(Trigger),
     /// The main child ended.
     ChildExited(Ended),
     /// No process is left besides drainit (after the main child ended).
@@ -175,7 +197,7 @@ pub struct Timeline {
     /// is out.
     poll: Option<(Ticket, Option<Instant>)>,
     next_ticket: u32,
-    timers: Slots,
+    timers: Slots<Timer>,
     /// `--grace-max`: extensions never move the deadline past t0 + this.
     grace_max: Option<Duration>,
     /// When the app got its stop signal: the readiness word counts after.
@@ -207,10 +229,13 @@ impl Timeline {
         self.grace_max = grace_max;
     }
 
-    /// A new `--grace` learnt after start (from the pod, `--k8s-protect`):
-    /// a stop already under way keeps the deadline it has.
-    pub fn set_grace(&mut self, grace: Duration) {
-        self.settings.grace = Some(grace);
+    /// The grace of the run's owner of the deadline (`core::deadline`),
+    /// as configured or learnt after start (from the pod,
+    /// `--k8s-protect`): a stop already under way keeps the deadline it
+    /// has.
+    pub fn follow(&mut self, deadline: &Deadline) {
+        self.settings.grace = deadline.grace();
+        self.grace_max = deadline.grace_max();
     }
 
     /// The phase, with the moments it waits for.
@@ -290,7 +315,7 @@ impl Timeline {
     /// Moves to `state`; the slots of the state left are disarmed (the
     /// deadline too, once drainit escalated or the child is gone).
     fn enter(&mut self, state: State) {
-        for timer in &TIMELINE[1..] {
+        for timer in &Timer::ALL[1..] {
             self.timers.set(*timer, None);
         }
         if matches!(
@@ -339,10 +364,10 @@ impl Timeline {
         self.seen = Some(now);
         match event {
             Event::Signal(signo) => self.on_signal(now, signo, out),
-            Event::EcsStop => {
+            Event::PlatformStop(trigger) => {
                 if matches!(self.state, State::Running) {
                     let signal = self.default_stop_signal();
-                    self.begin_stop(now, Trigger::Ecs, signal, Some(signal), out);
+                    self.begin_stop(now, trigger, signal, Some(signal), out);
                 }
             }
             Event::ChildExited(ended) => self.on_child_exit(now, ended, out),
@@ -793,7 +818,7 @@ mod tests {
     #[test]
     fn running_ecs_stop_forwards_the_first_stop_signal() {
         let mut tl = Timeline::new(with(|s| s.stop_signals = vec![INT, TERM]));
-        let a = tl.handle(t(0), Event::EcsStop);
+        let a = tl.handle(t(0), Event::PlatformStop(Trigger::Ecs));
         assert_eq!(a[0], Action::StopBegan(Trigger::Ecs));
         assert_eq!(forwards(&a), [INT]);
     }
@@ -852,7 +877,7 @@ mod tests {
     #[test]
     fn pre_stop_ecs_stop_is_ignored() {
         let mut tl = pre_stop();
-        assert_eq!(tl.handle(t(10), Event::EcsStop), []);
+        assert_eq!(tl.handle(t(10), Event::PlatformStop(Trigger::Ecs)), []);
         assert_eq!(tl.stop().unwrap().trigger, Trigger::Signal(TERM));
     }
 
@@ -1024,7 +1049,7 @@ mod tests {
             [Action::Forward(TERM)]
         );
         assert_eq!(tl.handle(t(10), Event::Signal(INT)), [Action::Forward(INT)]);
-        assert_eq!(tl.handle(t(10), Event::EcsStop), []);
+        assert_eq!(tl.handle(t(10), Event::PlatformStop(Trigger::Ecs)), []);
     }
 
     #[test]
@@ -1251,7 +1276,7 @@ mod tests {
             [],
             "nobody to forward to"
         );
-        assert_eq!(tl.handle(t(100), Event::EcsStop), []);
+        assert_eq!(tl.handle(t(100), Event::PlatformStop(Trigger::Ecs)), []);
         assert_eq!(tl.handle(t(100), Event::ChildExited(Ended::Exited(1))), []);
         assert_eq!(
             tl.handle(t(200), Event::OthersGone),
@@ -1290,7 +1315,7 @@ mod tests {
         tl.handle(t(0), Event::ChildExited(Ended::Exited(0)));
         for event in [
             Event::Signal(TERM),
-            Event::EcsStop,
+            Event::PlatformStop(Trigger::Ecs),
             Event::ChildExited(Ended::Exited(1)),
             Event::OthersGone,
             Event::HookDone(Ticket(1)),
@@ -1308,7 +1333,7 @@ mod tests {
     #[test]
     fn ecs_stop_absorbs_only_the_platforms_signal_once() {
         let mut tl = Timeline::new(base());
-        let a = tl.handle(t(0), Event::EcsStop);
+        let a = tl.handle(t(0), Event::PlatformStop(Trigger::Ecs));
         assert_eq!(forwards(&a), [TERM]);
         // The operator's Ctrl-C is not swallowed.
         assert_eq!(tl.handle(t(10), Event::Signal(INT)), [Action::Forward(INT)]);
@@ -1325,7 +1350,7 @@ mod tests {
     #[test]
     fn ecs_stop_during_pre_stop_absorbs_the_platform_signal_and_holds_others() {
         let mut tl = Timeline::new(with(|s| s.pre_stop_delay = ms(3_000)));
-        tl.handle(t(0), Event::EcsStop);
+        tl.handle(t(0), Event::PlatformStop(Trigger::Ecs));
         assert_eq!(
             tl.handle(t(10), Event::Signal(TERM)),
             [Action::Absorbed(TERM)]
@@ -1395,7 +1420,7 @@ mod tests {
     fn race_stop_signal_and_ecs_stop() {
         let mut tl = Timeline::new(base());
         tl.handle(t(0), Event::Signal(TERM));
-        assert_eq!(tl.handle(t(1), Event::EcsStop), []);
+        assert_eq!(tl.handle(t(1), Event::PlatformStop(Trigger::Ecs)), []);
         assert_eq!(tl.stop().unwrap().absorb, None);
     }
 
@@ -1461,7 +1486,7 @@ mod tests {
             Event::Signal(TERM),
             Event::Signal(INT),
             Event::Signal(HUP),
-            Event::EcsStop,
+            Event::PlatformStop(Trigger::Ecs),
             Event::ChildExited(Ended::Exited(0)),
             Event::ChildExited(KILLED),
             Event::OthersGone,

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::core::listener;
 use crate::core::status::Status;
+use crate::io::http;
 use crate::io::workers::Pool;
 use crate::proto::http::Target;
 
@@ -116,13 +117,8 @@ impl Shared {
                 url,
             };
             let timeout = listener::APP_TIMEOUT;
-            let asked =
-                std::panic::catch_unwind(|| crate::io::http::send_for_status(&target, timeout));
-            let answer = listener::app_ready(match asked {
-                Ok(Ok(status)) => Ok(status),
-                Ok(Err(failure)) => Err(failure.kind().to_string()),
-                Err(_) => Err("internal error".to_string()),
-            });
+            let asked = http::contain(|| http::send_for_status(&target, timeout));
+            let answer = listener::app_ready(asked.map_err(|f| f.kind.as_str().to_string()));
             shared.lock().app = Some(answer);
             shared.wake();
         });

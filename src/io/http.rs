@@ -17,6 +17,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream, ToSocketAddrs}
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use crate::proto::exchange::Request;
 use crate::proto::http::*;
 use crate::proto::http_decoder::{Decoder, Step};
 
@@ -231,9 +232,9 @@ fn connect(addrs: &[SocketAddr], deadline: Instant) -> Result<TcpStream, Failure
     Err(last)
 }
 
-fn request_bytes(target: &Target, url: &Url, body: Option<&[u8]>) -> Vec<u8> {
+fn request_bytes(target: &Target, url: &Url, headers: &str, body: Option<&[u8]>) -> Vec<u8> {
     let mut request = format!(
-        "{} {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: drainit/{}\r\nAccept: application/json, */*\r\nConnection: close\r\n",
+        "{} {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: drainit/{}\r\nAccept: application/json, */*\r\n{headers}Connection: close\r\n",
         target.method,
         url.path,
         url.authority,
@@ -249,7 +250,7 @@ fn request_bytes(target: &Target, url: &Url, body: Option<&[u8]>) -> Vec<u8> {
             .bytes(),
         );
         request.extend_from_slice(body);
-    } else if matches!(target.method.as_str(), "POST" | "PUT" | "PATCH") {
+    } else if target.method.sends_body() {
         request.extend_from_slice(b"Content-Length: 0\r\n\r\n");
     } else {
         request.extend_from_slice(b"\r\n");
@@ -261,13 +262,13 @@ fn request_bytes(target: &Target, url: &Url, body: Option<&[u8]>) -> Vec<u8> {
 /// only feeds the decoder; whatever the server sends, at most
 /// `decoder::EXCHANGE_LIMIT` bytes are read.
 pub fn send(target: &Target, body: Option<&[u8]>, timeout: Duration) -> Result<Response, Failure> {
-    exchange(target, body, timeout, target.method == "HEAD")
+    exchange(target, "", body, timeout, target.method == Method::Head)
 }
 
 /// One request whose answer's status is all that matters (a health
 /// check): the body is never read, whatever its size or pace.
 pub fn send_for_status(target: &Target, timeout: Duration) -> Result<u16, Failure> {
-    exchange(target, None, timeout, true).map(|r| r.status)
+    exchange(target, "", None, timeout, true).map(|r| r.status)
 }
 
 /// A TCP connect to `host:port` within `timeout` (`--probe tcp://`).
@@ -281,6 +282,7 @@ pub fn connect_only(host: &str, port: u16, timeout: Duration) -> Result<(), Fail
 /// request, or a GET whose body is of no interest).
 fn exchange(
     target: &Target,
+    headers: &str,
     body: Option<&[u8]>,
     timeout: Duration,
     head_only: bool,
@@ -295,7 +297,7 @@ fn exchange(
         .set_write_timeout(Some(left(deadline)?))
         .map_err(io)?;
     stream
-        .write_all(&request_bytes(target, &url, body))
+        .write_all(&request_bytes(target, &url, headers, body))
         .map_err(io)?;
     let mut decoder = Decoder::new(head_only);
     let mut chunk = [0u8; 8192];
@@ -372,8 +374,10 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> &str {
         .unwrap_or("(no message)")
 }
 
-/// Runs `request` with any panic in it contained as an `internal` failure.
-fn contain(request: impl FnOnce() -> Result<Response, Failure>) -> Result<Response, Failure> {
+/// Runs `request` with any panic in it contained as an `internal` failure
+/// (the panic hook keeps quiet and records where): the one containment of
+/// every request drainit makes, plain, Kubernetes or `--ready-url`.
+pub fn contain<T>(request: impl FnOnce() -> Result<T, Failure>) -> Result<T, Failure> {
     let _ = IN_REQUEST.try_with(|flag| flag.set(true));
     let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(request));
     let _ = IN_REQUEST.try_with(|flag| flag.set(false));
@@ -395,10 +399,22 @@ fn contain(request: impl FnOnce() -> Result<Response, Failure>) -> Result<Respon
 /// One request, with any panic in it contained as an `internal` failure,
 /// so PID 1 and the stop timeline go on (the release profile unwinds for
 /// this).
-pub fn run(target: &Target, body: Option<&[u8]>, timeout: Duration) -> Result<Response, Failure> {
+pub fn run(request: &Request, url: &str, timeout: Duration) -> Result<Response, Failure> {
     contain(|| {
         crate::util::fault::point("http_worker");
-        send(target, body, timeout)
+        let target = Target {
+            method: request.method.clone(),
+            url: request.path_with_query(url),
+        };
+        let head_only = target.method == Method::Head;
+        let headers = request.header_lines();
+        exchange(
+            &target,
+            &headers,
+            request.body.as_deref(),
+            timeout,
+            head_only,
+        )
     })
 }
 
@@ -406,12 +422,12 @@ pub fn run(target: &Target, body: Option<&[u8]>, timeout: Duration) -> Result<Re
 /// before that (a panic outside the contained request), a guard reports an
 /// `internal` failure as it drops, so whoever waits for this request (the
 /// in-flight flag of a poll) always hears back.
-pub fn report_once<R: FnOnce(Result<Response, Failure>)>(
+pub fn report_once<T, R: FnOnce(Result<T, Failure>)>(
     report: R,
-    work: impl FnOnce() -> Result<Response, Failure>,
+    work: impl FnOnce() -> Result<T, Failure>,
 ) {
-    struct Guard<R: FnOnce(Result<Response, Failure>)>(Option<R>);
-    impl<R: FnOnce(Result<Response, Failure>)> Drop for Guard<R> {
+    struct Guard<T, R: FnOnce(Result<T, Failure>)>(Option<R>, std::marker::PhantomData<T>);
+    impl<T, R: FnOnce(Result<T, Failure>)> Drop for Guard<T, R> {
         fn drop(&mut self) {
             if let Some(report) = self.0.take() {
                 report(Err(Failure::new(
@@ -421,22 +437,23 @@ pub fn report_once<R: FnOnce(Result<Response, Failure>)>(
             }
         }
     }
-    let mut guard = Guard(Some(report));
+    let mut guard = Guard(Some(report), std::marker::PhantomData);
     let result = work();
     if let Some(report) = guard.0.take() {
         report(result);
     }
 }
 
-/// What a request thread runs: `run`, its result handed to `report` once,
-/// whatever happens.
+/// What a request thread runs: `request` to the plain `url`
+/// (`Endpoint::HttpUrl`), its result handed to `report` once, whatever
+/// happens.
 pub fn run_and_report(
-    target: &Target,
-    body: Option<&[u8]>,
+    request: &Request,
+    url: &str,
     timeout: Duration,
     report: impl FnOnce(Result<Response, Failure>),
 ) {
-    report_once(report, || run(target, body, timeout));
+    report_once(report, || run(request, url, timeout));
 }
 
 #[cfg(test)]
@@ -507,9 +524,9 @@ mod tests {
     #[test]
     fn failure_kinds_are_stable() {
         let refused = io_failure(&io::Error::from(io::ErrorKind::ConnectionRefused));
-        assert_eq!(refused.kind(), "refused");
+        assert_eq!(refused.kind, Kind::Refused);
         let blocked = io_failure(&io::Error::from(io::ErrorKind::WouldBlock));
-        assert_eq!(blocked.kind(), "timeout");
+        assert_eq!(blocked.kind, Kind::Timeout);
         let f = Failure::new(Kind::Invalid, "server said \"x\ny\"");
         assert!(!f.to_string().contains('\n'), "{f}");
     }
@@ -540,13 +557,14 @@ mod tests {
     #[test]
     fn a_contained_panic_is_an_internal_failure() {
         install_panic_hook();
-        let result = contain(|| panic!("on purpose"));
+        let result: Result<Response, Failure> = contain(|| panic!("on purpose"));
         let failure = result.unwrap_err();
         assert_eq!(failure.kind, Kind::Internal);
         assert!(failure.detail.contains("src/io/http.rs:"), "{failure}");
         assert!(!IN_REQUEST.with(Cell::get), "the flag is cleared");
         // Without a panic, the request's own answer comes back.
-        let refused = contain(|| Err(Failure::new(Kind::Refused, "refused")));
+        let refused: Result<Response, Failure> =
+            contain(|| Err(Failure::new(Kind::Refused, "refused")));
         assert_eq!(refused.unwrap_err().kind, Kind::Refused);
     }
 
@@ -556,7 +574,7 @@ mod tests {
         let (tx, rx) = mpsc::channel();
         let thread = std::thread::spawn(move || {
             report_once(
-                move |result| tx.send(result).unwrap(),
+                move |result: Result<Response, Failure>| tx.send(result).unwrap(),
                 || panic!("outside the contained request"),
             )
         });

@@ -16,9 +16,10 @@ use std::net::IpAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::io::tls;
+use crate::io::{http, tls};
+use crate::proto::exchange::{Auth, Endpoint, Method, Request};
 use crate::proto::http::{Failure, Kind, Response};
-use crate::proto::k8s::{self as api, Method};
+use crate::proto::k8s as api;
 
 /// Where the service account's token, CA and namespace are mounted.
 pub const SA_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
@@ -82,71 +83,73 @@ impl Place {
     }
 }
 
-/// An answer: the response and its `Retry-After`, if any.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Answer {
-    pub response: Response,
-    pub retry_after: Option<Duration>,
+/// `method` of the pod with the service account's token, and `body`.
+pub fn pod_request(method: Method, body: Option<&[u8]>) -> Request {
+    Request::new(Endpoint::K8sPod, method)
+        .with_auth(Auth::ServiceAccount)
+        .with_body(body.map(<[u8]>::to_vec))
 }
 
 /// `GET` of the pod.
-pub fn get_pod(place: &Place, timeout: Duration) -> Result<Answer, Failure> {
-    send(place, Method::Get, b"", timeout)
+pub fn get_pod(place: &Place, timeout: Duration) -> Result<Response, Failure> {
+    send(place, &pod_request(Method::Get, None), timeout)
 }
 
 /// Merge `PATCH` of the pod with `body` (`proto::k8s::patch_body`).
-pub fn patch_pod(place: &Place, body: &[u8], timeout: Duration) -> Result<Answer, Failure> {
-    send(place, Method::Patch, body, timeout)
+pub fn patch_pod(place: &Place, body: &[u8], timeout: Duration) -> Result<Response, Failure> {
+    send(place, &pod_request(Method::Patch, Some(body)), timeout)
 }
 
-/// What a request thread runs: one request of `method` (with `body` for a
-/// patch), its result handed to `report` exactly once, a panic inside it
-/// (a drainit bug) reported as an `internal` failure, so PID 1 and the
-/// stop timeline go on (the release profile unwinds for this).
+/// What a request thread runs: `request` to the pod, its result handed to
+/// `report` exactly once, a panic inside it (a drainit bug) contained as
+/// every request's is (`http::contain`): an `internal` failure, so PID 1
+/// and the stop timeline go on (the release profile unwinds for this).
 pub fn run_and_report(
     place: &Place,
-    method: Method,
-    body: &[u8],
+    request: &Request,
     timeout: Duration,
-    report: impl FnOnce(Result<Answer, Failure>),
+    report: impl FnOnce(Result<Response, Failure>),
 ) {
-    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        crate::util::fault::point("k8s_worker");
-        send(place, method, body, timeout)
-    }));
-    report(caught.unwrap_or_else(|_| {
-        Err(Failure::new(
-            Kind::Internal,
-            "internal error in the Kubernetes request thread (a drainit bug; the request counts as failed)",
-        ))
-    }));
+    http::report_once(report, || {
+        http::contain(|| {
+            crate::util::fault::point("k8s_worker");
+            send(place, request, timeout)
+        })
+    });
 }
 
-/// One request, the token and CA read again first.
-fn send(place: &Place, method: Method, body: &[u8], timeout: Duration) -> Result<Answer, Failure> {
+/// One request, the token (when it authenticates) and the CA read again
+/// first; the answer with the `Retry-After` and `Date` of its head.
+fn send(place: &Place, req: &Request, timeout: Duration) -> Result<Response, Failure> {
     let sa = Path::new(SA_DIR);
     let local = |e: String| Failure::new(Kind::Io, &e);
-    // Room for surrounding whitespace around the largest token.
-    let token_text = read_bounded(&sa.join("token"), api::TOKEN_LIMIT + 1024).map_err(local)?;
-    let token = api::token(&token_text).map_err(local)?;
+    let token_text = match req.auth {
+        // Room for surrounding whitespace around the largest token.
+        Auth::ServiceAccount => {
+            Some(read_bounded(&sa.join("token"), api::TOKEN_LIMIT + 1024).map_err(local)?)
+        }
+        Auth::None => None,
+    };
+    let token = token_text
+        .as_deref()
+        .map(api::token)
+        .transpose()
+        .map_err(local)?;
     let ca = read_bounded(&sa.join("ca.crt"), tls::CA_LIMIT).map_err(local)?;
     let request = api::request(
-        method,
+        req,
         &api::authority(place.ip, place.port),
         &api::pod_path(&place.namespace, &place.pod),
         token,
-        body,
     )
     .map_err(|e| Failure::new(Kind::Internal, &e))?;
-    let (response, head) = tls::send(&tls::Exchange {
+    let (mut response, head) = tls::send(&tls::Exchange {
         ip: place.ip,
         port: place.port,
         ca_pem: &ca,
         request: &request,
         timeout,
     })?;
-    Ok(Answer {
-        retry_after: api::retry_after(&head),
-        response,
-    })
+    (response.retry_after, response.date) = api::head_fields(&head);
+    Ok(response)
 }

@@ -4,9 +4,10 @@
 
 use log::warn;
 
-/// SIGTERM to every process left behind; false when there is none.
-pub fn terminate_others() -> bool {
-    if std::process::id() == 1 {
+/// SIGTERM to every process left behind (`pid1`: drainit is PID 1 of its
+/// namespace); false when there is none.
+pub fn terminate_others(pid1: bool) -> bool {
+    if pid1 {
         // As PID 1, kill(-1) reaches every process in the namespace (but
         // not us), descendants of orphans included; ESRCH says there is
         // none. No /proc file needed.

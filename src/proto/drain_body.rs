@@ -70,7 +70,10 @@ fn not_ready(kind: &str, message: String, summary: String) -> Reading {
 pub fn evaluate(result: &Result<Response, Failure>, pointer: &str) -> Reading {
     let response = match result {
         Ok(response) => response,
-        Err(failure) => return not_ready(failure.kind(), failure.to_string(), failure.to_string()),
+        Err(failure) => {
+            let text = failure.to_string();
+            return not_ready(failure.kind.as_str(), text.clone(), text);
+        }
     };
     let status = response.status;
     if !is_json(response.content_type.as_deref()) {
@@ -166,6 +169,7 @@ mod tests {
             status,
             content_type: Some("application/json".into()),
             body: body.as_bytes().to_vec(),
+            ..Response::default()
         })
     }
 
@@ -174,6 +178,7 @@ mod tests {
             status,
             content_type: content_type.map(String::from),
             body: b"OK".to_vec(),
+            ..Response::default()
         })
     }
 
@@ -252,7 +257,7 @@ mod tests {
         ] {
             let r = evaluate(&Err(failure.clone()), FIELD);
             assert!(!r.ready);
-            assert_eq!(r.problem.unwrap().0, failure.kind());
+            assert_eq!(r.problem.unwrap().0, failure.kind.as_str());
         }
     }
 

@@ -3,22 +3,33 @@
 //! the client (`io::http`) and the decoder both speak in these types.
 
 use std::fmt;
+use std::time::{Duration, SystemTime};
+
+pub use crate::proto::exchange::Method;
 
 /// Largest body drainit reads; drain and metadata bodies are tiny.
 pub const BODY_LIMIT: usize = 64 * 1024;
-/// What a request is sent to and how.
+/// A plain `http://` URL and the method to ask it with: a `--stop-url`
+/// hook as configured, and what the plain client (`io::http`) sends to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
-    pub method: String,
+    pub method: Method,
     pub url: String,
 }
 
-/// A response as drainit needs it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A response as drainit needs it: the status, the body and its type, and
+/// the headers the core reads, as values. The Kubernetes client fills
+/// `retry_after` and `date`; the plain client, whose answers no core part
+/// reads them from, leaves them None.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Response {
     pub status: u16,
     pub content_type: Option<String>,
     pub body: Vec<u8>,
+    /// `Retry-After` in delta-seconds, already bounded by the client.
+    pub retry_after: Option<Duration>,
+    /// `Date`: the server's clock when it answered.
+    pub date: Option<SystemTime>,
 }
 
 /// Why a request gave no usable response: a fixed set, so "log each kind
@@ -109,7 +120,8 @@ impl Failure {
         }
     }
 
-    /// A stable key for "log each distinct failure once".
+    /// The kind's name, for text. Decisions compare `kind`, the enum;
+    /// `app::check` (rewritten by the preflight issue) still reads this.
     pub fn kind(&self) -> &'static str {
         self.kind.as_str()
     }
@@ -119,6 +131,52 @@ impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.detail)
     }
+}
+
+/// An HTTP date in the one form servers must send (IMF-fixdate, RFC 9110
+/// 5.6.7: `Sun, 06 Nov 1994 08:49:37 GMT`); anything else is None.
+pub fn parse_date(text: &str) -> Option<SystemTime> {
+    let mut parts = text.trim().split(' ');
+    let (_weekday, day, month, year, time, zone) = (
+        parts.next()?,
+        parts.next()?,
+        parts.next()?,
+        parts.next()?,
+        parts.next()?,
+        parts.next()?,
+    );
+    if parts.next().is_some() || zone != "GMT" || day.len() != 2 || year.len() != 4 {
+        return None;
+    }
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let month = MONTHS.iter().position(|m| *m == month)? as u64 + 1;
+    let number = |t: &str| -> Option<u64> {
+        t.bytes()
+            .all(|b| b.is_ascii_digit())
+            .then(|| t.parse().ok())?
+    };
+    let (day, year) = (number(day)?, number(year)?);
+    let mut hms = time.split(':').map(|t| number(t).filter(|_| t.len() == 2));
+    let (h, m, s) = (hms.next()??, hms.next()??, hms.next()??);
+    if hms.next().is_some() || !(1..=31).contains(&day) || year < 1970 || h > 23 || m > 59 || s > 60
+    {
+        return None;
+    }
+    // Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
+    let (y, mo) = if month <= 2 {
+        (year - 1, month + 9)
+    } else {
+        (year, month - 3)
+    };
+    let era = y / 400;
+    let yoe = y - era * 400;
+    let doy = (153 * mo + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = (era * 146_097 + doe).checked_sub(719_468)?;
+    let secs = days * 86_400 + h * 3_600 + m * 60 + s;
+    SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs(secs))
 }
 
 /// The parts of an `http://` URL a request needs.
@@ -210,4 +268,34 @@ pub fn parse_url(url: &str) -> Result<Url, String> {
 /// startup only.
 pub fn validate_url(url: &str) -> Result<(), String> {
     parse_url(url).map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn http_dates_in_the_one_form_servers_send() {
+        let at = |secs| Some(SystemTime::UNIX_EPOCH + Duration::from_secs(secs));
+        assert_eq!(parse_date("Sun, 06 Nov 1994 08:49:37 GMT"), at(784_111_777));
+        assert_eq!(parse_date("Thu, 01 Jan 1970 00:00:00 GMT"), at(0));
+        assert_eq!(
+            parse_date("Sat, 29 Feb 2020 23:59:59 GMT"),
+            at(1_583_020_799)
+        );
+        for bad in [
+            "",
+            "Sunday, 06-Nov-94 08:49:37 GMT",
+            "Sun Nov  6 08:49:37 1994",
+            "Sun, 06 Nov 1994 08:49:37 UTC",
+            "Sun, 6 Nov 1994 08:49:37 GMT",
+            "Sun, 06 Nov 1994 8:49:37 GMT",
+            "Sun, 06 Nov 1994 08:49:37 GMT x",
+            "Sun, 06 Foo 1994 08:49:37 GMT",
+            "Sun, 06 Nov 1969 08:49:37 GMT",
+            "Sun, +6 Nov 1994 08:49:37 GMT",
+        ] {
+            assert_eq!(parse_date(bad), None, "{bad}");
+        }
+    }
 }

@@ -14,11 +14,12 @@
 
 use std::fmt;
 use std::net::IpAddr;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 
-use crate::proto::http::Response;
+use crate::proto::exchange::{Auth, Method, Request};
+use crate::proto::http::{parse_date, Response};
 
 /// `controller.kubernetes.io/pod-deletion-cost`: a ReplicaSet scale-down
 /// removes pods with a lower cost first.
@@ -250,42 +251,50 @@ pub fn token(text: &[u8]) -> Result<&str, String> {
     Ok(std::str::from_utf8(t).unwrap_or_default())
 }
 
-/// The two requests drainit makes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Method {
-    Get,
-    /// A JSON merge patch (`application/merge-patch+json`).
-    Patch,
-}
-
-/// One whole request (head and body), at most `REQUEST_LIMIT` bytes. The
-/// token must have passed `token`; the path `pod_path` of checked names.
+/// One whole request (head and body), at most `REQUEST_LIMIT` bytes:
+/// `req`'s method, headers, query and body to the pod at `path`
+/// (`pod_path` of checked names) on `authority`, with `token` (passed
+/// through `token`) when `req` authenticates. A `PATCH` is a JSON merge
+/// patch.
 pub fn request(
-    method: Method,
+    req: &Request,
     authority: &str,
     path: &str,
-    token: &str,
-    body: &[u8],
+    token: Option<&str>,
 ) -> Result<Vec<u8>, String> {
-    let verb = match method {
-        Method::Get => "GET",
-        Method::Patch => "PATCH",
-    };
     let mut out = format!(
-        "{verb} {path} HTTP/1.1\r\nHost: {authority}\r\nUser-Agent: drainit/{}\r\nAuthorization: Bearer {token}\r\nAccept: application/json\r\nConnection: close\r\n",
+        "{} {} HTTP/1.1\r\nHost: {authority}\r\nUser-Agent: drainit/{}\r\n",
+        req.method,
+        req.path_with_query(path),
         env!("CARGO_PKG_VERSION")
     );
-    if method == Method::Patch {
+    if let (Auth::ServiceAccount, Some(token)) = (req.auth, token) {
+        out.push_str(&format!("Authorization: Bearer {token}\r\n"));
+    }
+    if !req
+        .headers
+        .iter()
+        .any(|(n, _)| n.eq_ignore_ascii_case("accept"))
+    {
+        out.push_str("Accept: application/json\r\n");
+    }
+    out.push_str(&req.header_lines());
+    out.push_str("Connection: close\r\n");
+    let body = req.body.as_deref().unwrap_or_default();
+    if req.method == Method::Patch {
         out.push_str(&format!(
             "Content-Type: application/merge-patch+json\r\nContent-Length: {}\r\n",
+            body.len()
+        ));
+    } else if req.body.is_some() {
+        out.push_str(&format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n",
             body.len()
         ));
     }
     out.push_str("\r\n");
     let mut out = out.into_bytes();
-    if method == Method::Patch {
-        out.extend_from_slice(body);
-    }
+    out.extend_from_slice(body);
     if out.len() > REQUEST_LIMIT {
         return Err(format!(
             "the request would be larger than {} KiB",
@@ -530,9 +539,8 @@ pub enum Verdict {
     Unexpected(u16),
 }
 
-/// Classifies an answer; `retry_after` is the answer's `Retry-After`
-/// header (see `retry_after`).
-pub fn verdict(response: &Response, retry_after: Option<Duration>) -> Verdict {
+/// Classifies an answer (a 429 waits its `Retry-After`).
+pub fn verdict(response: &Response) -> Verdict {
     match response.status {
         200..=299 => Verdict::Applied,
         401 => Verdict::Unauthenticated,
@@ -540,7 +548,7 @@ pub fn verdict(response: &Response, retry_after: Option<Duration>) -> Verdict {
         404 => Verdict::NoSuchPod,
         409 | 500..=599 => Verdict::Retry { after: None },
         429 => Verdict::Retry {
-            after: Some(retry_after.unwrap_or(Duration::from_secs(1))),
+            after: Some(response.retry_after.unwrap_or(Duration::from_secs(1))),
         },
         s @ 400..=499 => Verdict::Refused(s, status_message(&response.body)),
         s => Verdict::Unexpected(s),
@@ -557,28 +565,32 @@ pub fn status_message(body: &[u8]) -> String {
     crate::util::text::escape(&message, 300)
 }
 
-/// The `Retry-After` of the final head in `raw` (the first bytes of the
-/// answer: interim 1xx heads are skipped), in delta-seconds, at most
-/// `RETRY_AFTER_LIMIT`. A date or nonsense is `None`.
-pub fn retry_after(mut raw: &[u8]) -> Option<Duration> {
+/// The headers of the final head in `raw` (the first bytes of the
+/// answer: interim 1xx heads are skipped) that the core reads: its
+/// `Retry-After` in delta-seconds, at most `RETRY_AFTER_LIMIT` (a date or
+/// nonsense is None), and its `Date` (`http::parse_date`).
+pub fn head_fields(mut raw: &[u8]) -> (Option<Duration>, Option<SystemTime>) {
     loop {
         let mut headers = [httparse::EMPTY_HEADER; 64];
         let mut head = httparse::Response::new(&mut headers);
-        let httparse::Status::Complete(len) = head.parse(raw).ok()? else {
-            return None;
+        let Ok(httparse::Status::Complete(len)) = head.parse(raw) else {
+            return (None, None);
         };
         if matches!(head.code, Some(100..=199)) {
             raw = &raw[len..];
             continue;
         }
-        let value = head
-            .headers
-            .iter()
-            .find(|h| h.name.eq_ignore_ascii_case("retry-after"))?
-            .value;
-        let text = std::str::from_utf8(value).ok()?.trim();
-        let secs = text.parse::<u64>().ok()?;
-        return Some(Duration::from_secs(secs).min(RETRY_AFTER_LIMIT));
+        let value = |name: &str| {
+            let h = head
+                .headers
+                .iter()
+                .find(|h| h.name.eq_ignore_ascii_case(name))?;
+            std::str::from_utf8(h.value).ok().map(str::trim)
+        };
+        let retry_after = value("retry-after")
+            .and_then(|t| t.parse::<u64>().ok())
+            .map(|secs| Duration::from_secs(secs).min(RETRY_AFTER_LIMIT));
+        return (retry_after, value("date").and_then(parse_date));
     }
 }
 
@@ -601,34 +613,10 @@ pub fn pod_grace(period_seconds: u64) -> Duration {
     period.saturating_sub(margin).max(Duration::from_secs(1))
 }
 
-/// What the `content_type` of a Kubernetes answer handed to the core
-/// starts with when the answer had a `Retry-After`: the shell carries the
-/// header there (`with_retry_after`), and the back-end, which reads no
-/// content type, takes it back (`carried_retry_after`).
-const RETRY_AFTER_MARK: &str = "drainit/retry-after=";
-
-/// The answer as the core receives it: the status and the body, and the
-/// `Retry-After` in place of the content type.
-pub fn with_retry_after(mut response: Response, retry_after: Option<Duration>) -> Response {
-    response.content_type = retry_after.map(|d| format!("{RETRY_AFTER_MARK}{}", d.as_secs()));
-    response
-}
-
-/// The `Retry-After` carried by `with_retry_after`, at most
-/// `RETRY_AFTER_LIMIT`.
-pub fn carried_retry_after(response: &Response) -> Option<Duration> {
-    let secs = response
-        .content_type
-        .as_deref()?
-        .strip_prefix(RETRY_AFTER_MARK)?
-        .parse::<u64>()
-        .ok()?;
-    Some(Duration::from_secs(secs).min(RETRY_AFTER_LIMIT))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::proto::exchange::Endpoint;
 
     fn json(bytes: &[u8]) -> serde_json::Value {
         serde_json::from_slice(bytes).unwrap()
@@ -718,7 +706,10 @@ mod tests {
     #[test]
     fn requests_are_whole_and_bounded() {
         let body = patch_body(Managed::ALL, true, 5);
-        let r = request(Method::Patch, "10.0.0.1:443", "/p", "tok", &body).unwrap();
+        let patch = Request::new(Endpoint::K8sPod, Method::Patch)
+            .with_auth(Auth::ServiceAccount)
+            .with_body(Some(body.clone()));
+        let r = request(&patch, "10.0.0.1:443", "/p", Some("tok")).unwrap();
         let text = String::from_utf8(r).unwrap();
         assert!(text.starts_with("PATCH /p HTTP/1.1\r\nHost: 10.0.0.1:443\r\n"));
         assert!(text.contains("\r\nAuthorization: Bearer tok\r\n"));
@@ -728,10 +719,28 @@ mod tests {
             body.len(),
             String::from_utf8(body).unwrap()
         )));
-        let get = request(Method::Get, "h", "/p", "tok", b"").unwrap();
-        assert!(get.ends_with(b"Connection: close\r\n\r\n"));
+        let mut get = Request::new(Endpoint::K8sPod, Method::Get).with_auth(Auth::ServiceAccount);
+        let text = request(&get, "h", "/p", Some("tok")).unwrap();
+        assert!(text.ends_with(b"\r\nAccept: application/json\r\nConnection: close\r\n\r\n"));
         let huge = "t".repeat(REQUEST_LIMIT);
-        assert!(request(Method::Get, "h", "/p", &huge, b"").is_err());
+        assert!(request(&get, "h", "/p", Some(&huge)).is_err());
+        // The request's own query and headers; its Accept replaces the default.
+        get.query = vec![("resourceVersion", "0".into())];
+        get.headers = vec![("Accept", "application/json;as=Table".into())];
+        let text = String::from_utf8(request(&get, "h", "/p", Some("tok")).unwrap()).unwrap();
+        assert!(
+            text.starts_with("GET /p?resourceVersion=0 HTTP/1.1\r\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\r\nAccept: application/json;as=Table\r\n"),
+            "{text}"
+        );
+        assert!(!text.contains("Accept: application/json\r\n"), "{text}");
+        // No token without the service account's auth.
+        let plain = Request::new(Endpoint::K8sPod, Method::Get);
+        let text = request(&plain, "h", "/p", Some("tok")).unwrap();
+        assert!(!String::from_utf8(text).unwrap().contains("Authorization"));
     }
 
     #[test]
@@ -822,7 +831,7 @@ mod tests {
                     .flatten()
                     .all(|v| v.len() <= VALUE_LIMIT * 4));
             }
-            let _ = retry_after(&body);
+            let _ = head_fields(&body);
             let _ = status_message(&body);
         }
     }
@@ -832,55 +841,59 @@ mod tests {
             status,
             content_type: Some("application/json".into()),
             body: body.as_bytes().to_vec(),
+            ..Response::default()
         }
     }
 
     #[test]
     fn answers_are_classified() {
-        assert_eq!(verdict(&answer(200, "{}"), None), Verdict::Applied);
-        assert_eq!(verdict(&answer(401, ""), None), Verdict::Unauthenticated);
+        assert_eq!(verdict(&answer(200, "{}")), Verdict::Applied);
+        assert_eq!(verdict(&answer(401, "")), Verdict::Unauthenticated);
         let forbidden = answer(
             403,
             r#"{"kind":"Status","message":"pods \"w\" is forbidden"}"#,
         );
         assert_eq!(
-            verdict(&forbidden, None),
+            verdict(&forbidden),
             Verdict::Forbidden("pods \"w\" is forbidden".into())
         );
-        assert_eq!(verdict(&answer(404, ""), None), Verdict::NoSuchPod);
+        assert_eq!(verdict(&answer(404, "")), Verdict::NoSuchPod);
         for s in [409, 500, 503] {
-            assert_eq!(
-                verdict(&answer(s, ""), None),
-                Verdict::Retry { after: None }
-            );
+            assert_eq!(verdict(&answer(s, "")), Verdict::Retry { after: None });
         }
         let later = Some(Duration::from_secs(7));
+        let mut busy = answer(429, "");
+        busy.retry_after = later;
+        assert_eq!(verdict(&busy), Verdict::Retry { after: later });
         assert_eq!(
-            verdict(&answer(429, ""), later),
-            Verdict::Retry { after: later }
-        );
-        assert_eq!(
-            verdict(&answer(429, ""), None),
+            verdict(&answer(429, "")),
             Verdict::Retry {
                 after: Some(Duration::from_secs(1))
             }
         );
         let invalid = answer(422, r#"{"message":"metadata.annotations: Invalid value"}"#);
         assert_eq!(
-            verdict(&invalid, None),
+            verdict(&invalid),
             Verdict::Refused(422, "metadata.annotations: Invalid value".into())
         );
-        assert_eq!(verdict(&answer(302, ""), None), Verdict::Unexpected(302));
+        assert_eq!(verdict(&answer(302, "")), Verdict::Unexpected(302));
     }
 
     #[test]
-    fn retry_after_from_the_final_head() {
-        let head = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 429 Too Many Requests\r\nRetry-After: 7\r\nContent-Length: 0\r\n\r\n";
-        assert_eq!(retry_after(head), Some(Duration::from_secs(7)));
+    fn retry_after_and_date_from_the_final_head() {
+        let retry_after = |head: &[u8]| head_fields(head).0;
+        let head = b"HTTP/1.1 100 Continue\r\nDate: Thu, 01 Jan 1970 00:00:09 GMT\r\n\r\nHTTP/1.1 429 Too Many Requests\r\nRetry-After: 7\r\nDate: Thu, 01 Jan 1970 00:00:05 GMT\r\nContent-Length: 0\r\n\r\n";
+        assert_eq!(
+            head_fields(head),
+            (
+                Some(Duration::from_secs(7)),
+                Some(SystemTime::UNIX_EPOCH + Duration::from_secs(5))
+            )
+        );
         let huge = b"HTTP/1.1 429 x\r\nretry-after: 99999999\r\n\r\n";
         assert_eq!(retry_after(huge), Some(RETRY_AFTER_LIMIT));
-        let date = b"HTTP/1.1 429 x\r\nRetry-After: Wed, 21 Oct 2015 07:28:00 GMT\r\n\r\n";
-        assert_eq!(retry_after(date), None);
+        let date = b"HTTP/1.1 429 x\r\nRetry-After: Wed, 21 Oct 2015 07:28:00 GMT\r\nDate: yesterday\r\n\r\n";
+        assert_eq!(head_fields(date), (None, None));
         assert_eq!(retry_after(b"HTTP/1.1 429 x\r\n"), None);
         assert_eq!(retry_after(b"HTTP/1.1 200 OK\r\n\r\n"), None);
     }
@@ -898,21 +911,6 @@ mod tests {
         assert_eq!(pod_grace(PERIOD_LIMIT_SECONDS), year - year / 10);
         assert_eq!(pod_grace(PERIOD_LIMIT_SECONDS + 1), year - year / 10);
         assert_eq!(pod_grace(u64::MAX), year - year / 10, "clamped to a year");
-    }
-
-    #[test]
-    fn retry_after_is_carried_to_the_core() {
-        let r = answer(429, "{}");
-        let carried = with_retry_after(r.clone(), Some(Duration::from_secs(7)));
-        assert_eq!(carried.status, 429);
-        assert_eq!(carried_retry_after(&carried), Some(Duration::from_secs(7)));
-        assert_eq!(
-            carried_retry_after(&with_retry_after(r.clone(), None)),
-            None
-        );
-        let mut forged = r;
-        forged.content_type = Some("drainit/retry-after=99999999".into());
-        assert_eq!(carried_retry_after(&forged), Some(RETRY_AFTER_LIMIT));
     }
 
     #[test]

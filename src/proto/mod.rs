@@ -2,6 +2,7 @@
 
 pub mod drain_body;
 pub mod ecs_body;
+pub mod exchange;
 pub mod http;
 pub mod http_decoder;
 pub mod http_request;

@@ -5,7 +5,7 @@
 
 use std::collections::VecDeque;
 use std::io;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use log::{debug, error, info, warn};
 
@@ -17,6 +17,7 @@ use crate::core::sources::exec::public_command;
 use crate::io::threads::Outbox;
 use crate::io::workers::Job;
 use crate::io::{commands, http, procfs, signals};
+use crate::proto::exchange::{Endpoint, Request};
 use crate::proto::http::{Failure, Kind};
 use crate::shell::lanes;
 use crate::util::signame::signal_name;
@@ -26,6 +27,8 @@ pub struct Executor<'a> {
     config: &'a Config,
     /// The main child.
     pid: i32,
+    /// drainit is PID 1 of its namespace (known once, at start).
+    pid1: bool,
     outbox: Outbox,
     /// Commands running now: their pid (also their process group) and token.
     runs: Vec<(i32, Token)>,
@@ -38,10 +41,11 @@ pub struct Executor<'a> {
 }
 
 impl<'a> Executor<'a> {
-    pub fn new(config: &'a Config, pid: i32, outbox: Outbox) -> Executor<'a> {
+    pub fn new(config: &'a Config, pid: i32, pid1: bool, outbox: Outbox) -> Executor<'a> {
         Executor {
             config,
             pid,
+            pid1,
             outbox,
             runs: Vec::new(),
             forward_failures: Vec::new(),
@@ -55,7 +59,7 @@ impl<'a> Executor<'a> {
             Action::Forward { signo, group, stop } => self.forward(signo, group, stop),
             Action::KillChild => self.kill_child(),
             Action::TerminateOthers => {
-                if procfs::terminate_others() {
+                if procfs::terminate_others(self.pid1) {
                     info!(
                         "waiting up to {} ms for the remaining processes",
                         millis(self.config.timeline.orphan_grace)
@@ -69,22 +73,9 @@ impl<'a> Executor<'a> {
             Action::Send {
                 token,
                 lane,
-                target,
-                body,
+                request,
                 timeout,
-            } => {
-                let outbox = self.outbox.clone();
-                #[cfg(feature = "k8s")]
-                if let Some(job) = self.k8s_job(token, &target, body.as_deref(), timeout) {
-                    return self.submit(lane, token, job);
-                }
-                let job = Box::new(move || {
-                    http::run_and_report(&target, body.as_deref(), timeout, |result| {
-                        outbox.send(Input::Http { token, result })
-                    })
-                });
-                self.submit(lane, token, job);
-            }
+            } => self.send(token, lane, request, timeout),
             Action::StartRun { token, cmd } => {
                 crate::util::fault::point("start_run");
                 match commands::start(&cmd) {
@@ -116,6 +107,29 @@ impl<'a> Executor<'a> {
         }
     }
 
+    /// A request on a thread of `lane`, by the client its endpoint names.
+    fn send(&mut self, token: Token, lane: Lane, request: Request, timeout: Duration) {
+        let outbox = self.outbox.clone();
+        let job: Job = match &request.endpoint {
+            Endpoint::HttpUrl(url) => {
+                let url = url.clone();
+                Box::new(move || {
+                    http::run_and_report(&request, &url, timeout, |result| {
+                        outbox.send(Input::Http { token, result })
+                    })
+                })
+            }
+            Endpoint::K8sPod => match self.k8s_job(token, request, timeout) {
+                Ok(job) => job,
+                Err(detail) => {
+                    let result = Err(Failure::new(Kind::Internal, detail));
+                    return self.answers.push_back(Input::Http { token, result });
+                }
+            },
+        };
+        self.submit(lane, token, job);
+    }
+
     /// Starts a request's job on a thread of `lane`.
     fn submit(&mut self, lane: Lane, token: Token, job: Job) {
         if let Err(e) = lanes::pool(lane).submit(job) {
@@ -127,43 +141,34 @@ impl<'a> Executor<'a> {
     }
 
     /// The job of a request to drainit's own pod (`--k8s-protect`): the
-    /// Kubernetes client over TLS, its answer handed to the core with its
-    /// `Retry-After` (`proto::k8s::with_retry_after`), within the client's
-    /// own time bound. None: not a request to the pod.
+    /// Kubernetes client over TLS, within the client's own time bound.
     #[cfg(feature = "k8s")]
-    fn k8s_job(
-        &self,
-        token: Token,
-        target: &crate::proto::http::Target,
-        body: Option<&[u8]>,
-        timeout: std::time::Duration,
-    ) -> Option<Job> {
+    fn k8s_job(&self, token: Token, request: Request, timeout: Duration) -> Result<Job, &str> {
         use crate::io::k8s;
-        use crate::proto::k8s::{self as api, Method};
         let config = self
             .config
             .k8s
             .as_ref()
-            .filter(|c| c.pod_url() == target.url)?;
+            .ok_or("no Kubernetes pod configured")?;
         let place = k8s::Place {
             ip: config.ip,
             port: config.port,
             namespace: config.namespace.clone(),
             pod: config.pod.clone(),
         };
-        let method = match target.method.as_str() {
-            "GET" => Method::Get,
-            _ => Method::Patch,
-        };
-        let body = body.unwrap_or_default().to_vec();
         let timeout = timeout.min(k8s::REQUEST_TIMEOUT);
         let outbox = self.outbox.clone();
-        Some(Box::new(move || {
-            k8s::run_and_report(&place, method, &body, timeout, |answer| {
-                let result = answer.map(|a| api::with_retry_after(a.response, a.retry_after));
+        Ok(Box::new(move || {
+            k8s::run_and_report(&place, &request, timeout, |result| {
                 outbox.send(Input::Http { token, result })
             })
         }))
+    }
+
+    /// Without the `k8s` feature no core part names the pod.
+    #[cfg(not(feature = "k8s"))]
+    fn k8s_job(&self, _: Token, _: Request, _: Duration) -> Result<Job, &str> {
+        Err("this build has no Kubernetes client")
     }
 
     /// What a reaped pid was: the main child (while `child_running`), a
@@ -192,6 +197,11 @@ impl<'a> Executor<'a> {
     /// The main child's pid.
     pub fn child(&self) -> i32 {
         self.pid
+    }
+
+    /// drainit is PID 1 of its namespace.
+    pub fn pid1(&self) -> bool {
+        self.pid1
     }
 
     /// Sends `signo` to the child, or its group; a failure is logged once
@@ -232,7 +242,7 @@ impl<'a> Executor<'a> {
     /// the core decides: never a silent hang.
     fn kill_child(&mut self) {
         if let Err(error) = kill_child(self.pid) {
-            let pid1 = std::process::id() == 1;
+            let pid1 = self.pid1;
             error!(
                 "cannot kill the child (pid {}): {error}; {}",
                 self.pid,

@@ -4,17 +4,23 @@
 //! panic that repeats on the same input), a last resort with no core at
 //! all reaps, forwards, sends SIGKILL at the deadline and ends as the
 //! timeline would: it invents no rule, it calls the timeline's own
-//! (`core::rules`: the deadline, forward and rewrite, the double kill, a
-//! failed kill as PID 1, a lost status, the child's end to an outcome). It
-//! restarts itself after any panic of its own, and never returns while the
-//! child may still run.
+//! (`core::rules`: the deadline, one rule for a received signal (forward
+//! and rewrite, dumb-init's stop of itself), the double kill, a failed
+//! kill as PID 1, a lost status, the child's end to an outcome and
+//! dumb-init's signal to the group left). Both are handed the failed
+//! core's owner of the deadline (`core::deadline`), so a grace learnt from
+//! the platform is kept. The last resort counts what it forwards in the
+//! core it reports from, and publishes that core's status. It restarts
+//! itself after any panic of its own, and never returns while the child
+//! may still run.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
 
 use log::error;
 
-use crate::core::event::Input;
+use crate::core::deadline::Deadline;
+use crate::core::event::{Action, Input};
 use crate::core::machine::Machine;
 use crate::core::outcome::{Outcome, Trigger};
 use crate::core::rules::{self, Escalation, Kill};
@@ -45,6 +51,8 @@ pub fn run<'a>(
     exec.kill_all_runs("the event loop failed");
     exec.answers.clear();
     let in_hand = shell.in_hand.take();
+    // What the failed core learnt of the deadline (a platform's grace).
+    let deadline = old.deadline_owner();
     let mut fresh = None;
     let mut in_hand_done = false;
     let driven = catch_unwind(AssertUnwindSafe(|| {
@@ -72,10 +80,29 @@ pub fn run<'a>(
             // the fresh core failed on it too; one the fresh core failed on
             // later is not tried a third time.
             let pending = in_hand.filter(|_| !in_hand_done);
-            let outcome = last_resort(config, exec, signals, inbox, shell, pending);
+            let ways = Ways {
+                config,
+                deadline,
+                signals,
+                inbox,
+            };
+            // It reports from the core the run will report from.
+            let outcome = match fresh.as_deref_mut() {
+                Some(core) => last_resort(&ways, core, exec, shell, pending),
+                None => last_resort(&ways, old, exec, shell, pending),
+            };
             (outcome, fresh)
         }
     }
+}
+
+/// What the last resort goes by.
+struct Ways<'w> {
+    config: &'w Config,
+    /// The failed core's grace, for a stop the last resort begins.
+    deadline: Deadline,
+    signals: &'w Handled,
+    inbox: &'w Inbox,
 }
 
 /// What the last resort keeps across its own restarts.
@@ -85,12 +112,12 @@ struct Last {
     kill: Option<Kill>,
 }
 
-/// Reaps, forwards, and keeps the deadline with no core at all.
+/// Reaps, forwards, and keeps the deadline with no core at all (`core`
+/// only counts what is forwarded, for the report and `/metrics`).
 fn last_resort(
-    config: &Config,
+    ways: &Ways<'_>,
+    core: &mut Machine<'_>,
     exec: &mut Executor<'_>,
-    signals: &Handled,
-    inbox: &Inbox,
     shell: &mut Shell,
     pending: Option<Received>,
 ) -> Outcome {
@@ -102,11 +129,11 @@ fn last_resort(
         kill: None,
     };
     if let Some(r) = pending.filter(Received::from_outside) {
-        forward(config, exec, shell, &mut last, r.signo);
+        forward(ways, core, exec, shell, &mut last, r.signo);
     }
     loop {
         let turns = catch_unwind(AssertUnwindSafe(|| {
-            turns(config, exec, signals, inbox, shell, &mut last)
+            turns(ways, core, exec, shell, &mut last)
         }));
         if let Ok(outcome) = turns {
             return outcome;
@@ -115,19 +142,21 @@ fn last_resort(
 }
 
 fn turns(
-    config: &Config,
+    ways: &Ways<'_>,
+    core: &mut Machine<'_>,
     exec: &mut Executor<'_>,
-    signals: &Handled,
-    inbox: &Inbox,
     shell: &mut Shell,
     last: &mut Last,
 ) -> Outcome {
     loop {
         // Nobody reads results now, but the notify reader must never wait
         // for a full inbox (an app in a blocking sd_notify would).
-        while inbox.try_recv().is_some() {}
+        while ways.inbox.try_recv().is_some() {}
         if let Some(ended) = shell.child_status {
             error!("main child ended ({ended:?}) after the event loop failed; exiting");
+            if let Some(signo) = rules::signal_group_left(ways.config) {
+                exec.execute(Action::SignalGroupLeft { signo });
+            }
             return rules::child_outcome(last.kill, ended);
         }
         let reaped = reaper::reap_all();
@@ -159,38 +188,50 @@ fn turns(
                 failed,
             });
             error!("deadline reached after the event loop failed; sent SIGKILL to the child's process group");
-            if let Some(outcome) = rules::failed_kill(std::process::id() == 1).filter(|_| failed) {
+            if let Some(outcome) = rules::failed_kill(exec.pid1()).filter(|_| failed) {
                 return outcome;
             }
             continue;
         }
         let timeout = deadline.map(|d| d.saturating_duration_since(now));
-        let Some(received) = super::event_loop::wait_signal(signals, timeout) else {
+        let Some(received) = super::event_loop::wait_signal(ways.signals, timeout) else {
             continue;
         };
         if received.signo != libc::SIGCHLD {
             crate::util::fault::point("last_resort");
             if received.from_outside() {
-                forward(config, exec, shell, last, received.signo);
+                forward(ways, core, exec, shell, last, received.signo);
             }
         }
     }
 }
 
-/// Forwards as the core would (after `--rewrite`, to the group with
-/// `-g`); a stop signal with no deadline yet starts one (`--grace`).
+/// Forwards as the core would (`rules::delivery`: after `--rewrite`, to
+/// the group with `-g`, counted; called `dumb-init`, drainit then stops
+/// itself after a job-control signal); a stop signal with no deadline yet
+/// starts one (the failed core's grace).
 fn forward(
-    config: &Config,
+    ways: &Ways<'_>,
+    core: &mut Machine<'_>,
     exec: &mut Executor<'_>,
     shell: &mut Shell,
     last: &mut Last,
     signo: i32,
 ) {
+    let config = ways.config;
     if last.deadline.is_none() && rules::is_stop_signal(&config.timeline.stop_signals, signo) {
-        last.deadline = rules::deadline(Instant::now(), config.timeline.grace);
+        last.deadline = ways.deadline.at(Instant::now());
         shell.trigger.get_or_insert(Trigger::Signal(signo));
     }
-    if let Some((sent, group)) = rules::forwarded(config, signo) {
+    let delivery = rules::delivery(config, signo);
+    if let Some((sent, group)) = delivery.sent {
         exec.signal_child(sent, group);
+        core.count_forwarded(sent);
+    }
+    if delivery.stop_self {
+        exec.execute(Action::StopSelf);
+    }
+    if let Some(publisher) = &mut shell.publisher {
+        publisher.publish_status(core);
     }
 }

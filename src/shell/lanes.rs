@@ -16,7 +16,7 @@ use crate::io::workers::Pool;
 /// the task requests of the start go out together), and the hooks'.
 static POLLS: Pool = Pool::new("drainit-poll", MAX_POLLS);
 static PROTECT: Pool = Pool::new("drainit-protect", MAX_POLLS);
-static ECS: Pool = Pool::new("drainit-ecs", 2);
+static WATCH: Pool = Pool::new("drainit-ecs", 2);
 static HOOKS: Pool = Pool::new("drainit-hook", MAX_POLLS);
 
 /// Starts, before the child does, every request thread the run can need:
@@ -31,11 +31,11 @@ static HOOKS: Pool = Pool::new("drainit-hook", MAX_POLLS);
 /// source needs nothing here.
 pub fn start(config: &Config) {
     let (urls, hosts) = sources::threads(config);
-    let (protect, ecs) = (protect::active(config), watch::active(config));
+    let (protect, watch) = (protect::active(config), watch::active(config));
     let pools: [(&'static Pool, usize); 4] = [
         (&POLLS, urls),
         (&PROTECT, if protect { urls + 1 } else { 0 }),
-        (&ECS, if ecs { 2 } else { 0 }),
+        (&WATCH, if watch { 2 } else { 0 }),
         (&HOOKS, config.stop_hooks.len()),
     ];
     for (pool, n) in pools {
@@ -58,7 +58,7 @@ pub fn pool(lane: Lane) -> &'static Pool {
     match lane {
         Lane::Poll => &POLLS,
         Lane::Protect => &PROTECT,
-        Lane::Ecs => &ECS,
+        Lane::Watch => &WATCH,
         Lane::Hook => &HOOKS,
     }
 }

@@ -61,6 +61,17 @@ impl Publisher {
         self.shared.publish(changed, caught_up);
     }
 
+    /// The status alone, when it changed, with no ask served: the last
+    /// resort's, which handles no ask (a `/readyz` waiting on the loop
+    /// still gets its 503).
+    pub fn publish_status(&mut self, machine: &Machine<'_>) {
+        let status = machine.status();
+        if self.last.as_ref() != Some(&status) {
+            self.last = Some(status.clone());
+            self.shared.publish(Some(status), None);
+        }
+    }
+
     /// The loop is over: the last status, and no ask waits for it again.
     pub fn finish(&mut self, machine: &Machine<'_>) {
         self.shared.publish(Some(machine.status()), Some(u64::MAX));

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use log::{debug, error};
 
+use crate::core::deadline::Deadline;
 use crate::core::event::Input;
 use crate::core::machine::Machine;
 use crate::core::outcome::{Outcome, RunSummary, SpawnFailure};
@@ -160,10 +161,12 @@ fn supervise(
         publisher,
         address,
     } = run;
-    let mut exec = Executor::new(config, pid, outbox);
+    // Whether drainit is PID 1 of its namespace, known once for the run.
+    let pid1 = std::process::id() == 1;
+    let mut exec = Executor::new(config, pid, pid1, outbox);
     let mut shell = Shell::default();
     shell.publisher = publisher;
-    let mut machine = new_core(config, pid, started);
+    let mut machine = new_core(config, pid, pid1, started);
     // PID 1 must not die of its own bug: a panic in the loop (the release
     // profile unwinds) leaves the child to the fallback.
     let looped = catch_unwind(AssertUnwindSafe(|| {
@@ -183,14 +186,13 @@ fn supervise(
 /// The core for the run. Built inside a guard: should building it fail, a
 /// minimal one (no sources, no ECS) keeps the child supervised.
 #[inline(never)]
-fn new_core(config: &Config, pid: i32, started: Instant) -> Machine<'_> {
-    let pid1 = std::process::id() == 1;
+fn new_core(config: &Config, pid: i32, pid1: bool, started: Instant) -> Machine<'_> {
     catch_unwind(AssertUnwindSafe(|| {
         Machine::new(config, pid, pid1, started)
     }))
     .unwrap_or_else(|_| {
         error!("the event loop failed to start; only forwarding signals and reaping");
-        Machine::minimal(config, pid, pid1, started)
+        Machine::minimal(config, pid, pid1, started, Deadline::new(config))
     })
 }
 

@@ -246,7 +246,7 @@ fn drain_defaults() {
     assert_eq!(c.verbosity, 2, "drain progress is shown by default");
     let c = parse(&["--stop-url", "http://127.0.0.1:1/s", "x"]);
     assert_eq!(c.timeline.grace, Some(DEFAULT_GRACE));
-    assert_eq!(c.stop_hooks[0].method, "POST");
+    assert_eq!(c.stop_hooks[0].method.as_str(), "POST");
     let c = parse(&["--pre-stop-delay", "5s", "x"]);
     assert_eq!(c.timeline.grace, Some(DEFAULT_GRACE));
 }
@@ -302,7 +302,7 @@ fn drain_options_from_the_environment() {
     assert_eq!(c.drain_field, "/a/b");
     assert_eq!(c.timeline.drain_interval, Duration::from_millis(250));
     assert_eq!(c.timeline.stop_signals, [libc::SIGTERM, libc::SIGQUIT]);
-    assert_eq!(c.stop_hooks[0].method, "DELETE");
+    assert_eq!(c.stop_hooks[0].method.as_str(), "DELETE");
     assert_eq!(c.timeline.ready_grace, Duration::ZERO);
     assert_eq!(c.timeline.orphan_grace, Duration::from_secs(3));
     assert_eq!(c.timeline.pre_stop_delay, Duration::from_secs(1));

@@ -7,11 +7,13 @@ use std::time::{Duration, Instant};
 
 use log::info;
 
-use crate::core::complaints::Complaints;
-use crate::core::protect::{Backend, Request};
+use crate::core::complaints::{Complaints, Key};
+use crate::core::deadline::Deadline;
+use crate::core::protect::{Backend, Report};
 use crate::core::settings::Config;
 use crate::proto::ecs_body::{parse_protection_answer, protection_body, ProtectionAnswer};
-use crate::proto::http::{status_class, Failure, Response, Target};
+use crate::proto::exchange::{Endpoint, Method, Request};
+use crate::proto::http::{status_class, Failure, Response};
 use crate::util::text::escape;
 
 /// The ECS back-end, when `--ecs-protect` is on.
@@ -89,9 +91,7 @@ impl Protection {
         self.put_in_flight = false;
         let response = match result {
             Ok(response) => response,
-            Err(failure) => {
-                return self.complain(&format!("put_{}", failure.kind()), &failure.to_string())
-            }
+            Err(failure) => return self.complain(Key::Failed(failure.kind), &failure.to_string()),
         };
         match parse_protection_answer(response.status, &response.body) {
             ProtectionAnswer::Applied { expiration } if (200..300).contains(&response.status) => {
@@ -110,11 +110,11 @@ impl Protection {
             }
             // The agent's words are not keys: one key per kind of answer.
             ProtectionAnswer::Failure { reason } => self.complain(
-                "agent_failure",
+                Key::Refused,
                 &format!("agent refused: Reason {}", escape(&reason, 100)),
             ),
             ProtectionAnswer::Error { code, message } => self.complain(
-                "agent_error",
+                Key::Error,
                 &format!(
                     "agent error {}: {}",
                     escape(&code, 100),
@@ -122,13 +122,12 @@ impl Protection {
                 ),
             ),
             ProtectionAnswer::Applied { .. } => self.complain(
-                &format!("status_{}", status_class(response.status)),
+                Key::Status(status_class(response.status)),
                 &format!("HTTP {}", response.status),
             ),
-            ProtectionAnswer::Unexpected(what) => self.complain(
-                &format!("unexpected_{}", status_class(response.status)),
-                &what,
-            ),
+            ProtectionAnswer::Unexpected(what) => {
+                self.complain(Key::Unexpected(status_class(response.status)), &what)
+            }
         }
     }
 }
@@ -145,14 +144,8 @@ impl Backend for Protection {
         let body = protection_body(enabled, self.minutes)
             .to_string()
             .into_bytes();
-        let target = Target {
-            method: "PUT".into(),
-            url: self.state_url.clone(),
-        };
-        Some(Request {
-            target,
-            body: Some(body),
-        })
+        let endpoint = Endpoint::HttpUrl(self.state_url.clone());
+        Some(Request::new(endpoint, Method::Put).with_body(Some(body)))
     }
 
     fn on_answer(&mut self, result: Result<Response, Failure>, _: Instant) {
@@ -165,7 +158,23 @@ impl Backend for Protection {
         self.on
     }
 
-    fn complain(&mut self, key: &str, message: &str) {
+    fn report(&self, _: &Deadline) -> Report {
+        Report {
+            protected: self.is_on(),
+            top_level: true,
+            gauge: (
+                "drainit_ecs_task_protected",
+                "1 while ECS task scale-in protection is on (as the agent last accepted).",
+            ),
+            requests: (
+                "drainit_ecs_protection_requests_total",
+                "Task-protection updates sent to the ECS agent, by result.",
+            ),
+            words: None,
+        }
+    }
+
+    fn complain(&mut self, key: Key, message: &str) {
         self.complaints.once(key, "task protection", message);
     }
 }
@@ -181,6 +190,7 @@ mod tests {
                 status,
                 content_type: None,
                 body: b"x".to_vec(),
+                ..Response::default()
             })
         };
         let mut protection = Protection::new("http://127.0.0.1:1", Duration::from_secs(1), 5);
@@ -246,6 +256,7 @@ mod tests {
             status: 200,
             content_type: Some("application/json".into()),
             body: br#"{"protection":{"ProtectionEnabled":true}}"#.to_vec(),
+            ..Response::default()
         };
         p.on_put(true, Ok(ok.clone()), t0);
         assert!(p.on);
@@ -268,6 +279,7 @@ mod tests {
             status: 200,
             content_type: None,
             body: br#"{"failure":{"Reason":"TASK_NOT_VALID"}}"#.to_vec(),
+            ..Response::default()
         };
         p.on_put(true, Ok(refused), t0);
         assert!(!p.on);

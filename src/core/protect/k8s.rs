@@ -2,6 +2,8 @@
 //! Kubernetes (`--k8s-protect`): busy sets the managed annotations on
 //! drainit's own pod, idle (after the hold) removes them, each with one
 //! merge `PATCH` of `metadata.annotations` only (`proto::k8s::patch_body`).
+//! Its one exchange with the API server is a small state (`State`:
+//! reading, idle, patching, in backoff), not a set of flags.
 //! At start one `GET` of the pod takes the keys found as drainit's earlier
 //! state and the pod's `terminationGracePeriodSeconds` for the default
 //! `--grace` (`Backend::take_grace`), unless it would not outlast
@@ -12,21 +14,21 @@
 //! waits its backoff (a 429 at least its `Retry-After`), a 401 is retried
 //! once at once (the shell reads the token again for every request), and
 //! each failure is said in one line until it changes. The requests go out
-//! through the shell's Kubernetes client (`io::k8s`), named by the pod's
-//! URL (`K8sConfig::pod_url`).
+//! through the shell's Kubernetes client (`io::k8s`): their endpoint is
+//! the pod (`Endpoint::K8sPod`).
 
 use std::time::{Duration, Instant};
 
 use log::{info, warn};
 
-use crate::core::complaints::Complaints;
-use crate::core::outcome::K8sReport;
-use crate::core::protect::{Backend, Grace, Request};
+use crate::core::complaints::{Complaints, Key};
+use crate::core::deadline::{Deadline, Grace};
+use crate::core::protect::{Backend, Report};
 use crate::core::settings::{Config, K8sConfig};
-use crate::proto::http::{Failure, Response, Target};
+use crate::proto::exchange::{Auth, Endpoint, Method, Request};
+use crate::proto::http::{Failure, Response};
 use crate::proto::k8s::{
-    backoff, carried_retry_after, patch_body, pod_grace, read_pod, verdict, Annotation, Managed,
-    Pod, Verdict,
+    backoff, patch_body, pod_grace, read_pod, verdict, Annotation, Managed, Pod, Verdict,
 };
 use crate::util::time::millis;
 
@@ -42,27 +44,42 @@ pub fn from_config(config: &Config) -> Option<Protection> {
     Some(protection)
 }
 
-/// The request out.
+/// A request the back-end sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Sent {
-    /// The pod's read at start.
+    /// The pod's read (at start, and again while no read succeeded).
     Read,
     /// A patch marking the pod busy (true) or idle.
     Patch(bool),
 }
 
-/// Where the grace that applies came from.
+/// Where the back-end's one exchange with the API server stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum GraceFrom {
-    Option,
-    Pod,
-    Default,
+enum State {
+    /// The pod's read is out.
+    Reading,
+    /// Nothing out: the next request goes when one is due.
+    Idle,
+    /// A patch marking the pod busy (true) or idle is out.
+    Patching { busy: bool },
+    /// The last request failed: nothing goes out before `until`.
+    Backoff { until: Instant },
+}
+
+impl State {
+    /// The request out, if any.
+    fn out(self) -> Option<Sent> {
+        match self {
+            State::Reading => Some(Sent::Read),
+            State::Patching { busy } => Some(Sent::Patch(busy)),
+            State::Idle | State::Backoff { .. } => None,
+        }
+    }
 }
 
 /// The pod annotations: set while the app is busy, removed once it is idle.
 #[derive(Debug)]
 pub struct Protection {
-    url: String,
     namespace: String,
     pod: String,
     interval: Duration,
@@ -72,22 +89,24 @@ pub struct Protection {
     /// (true), none of the keys (false), or unknown (None: not read, or
     /// something else): then the next answer's patch goes out whatever it is.
     on: Option<bool>,
-    sent: Option<Sent>,
-    /// Failures in a row, and no request before this instant.
+    state: State,
+    /// Failures in a row (the backoff doubles with each).
     failures: u32,
-    retry_at: Option<Instant>,
     /// The request to send again at once (after a 401), once per success.
     follow: Option<Sent>,
     retried: bool,
     /// The last failure said (one line until it changes).
-    said: Option<String>,
+    said: Option<Key>,
     /// The sources' failures to answer protection's poll, once per kind.
     sources: Complaints,
-    /// The grace that applies, where it came from, and the pod's period.
+    /// The grace and `--grace-max` as configured, and whether each was
+    /// given: what the pod's period checks or replaces (the grace that
+    /// applies is `core::deadline`'s).
     grace: Option<Duration>,
     grace_max: Option<Duration>,
+    grace_given: bool,
     grace_max_given: bool,
-    grace_from: GraceFrom,
+    /// The pod's `terminationGracePeriodSeconds`, once read.
     period: Option<u64>,
     /// A grace read from the pod, not yet handed to the timeline.
     learnt: Option<Grace>,
@@ -102,28 +121,22 @@ pub struct Protection {
 impl Protection {
     pub fn new(k8s: &K8sConfig, grace: Option<Duration>, grace_max: Option<Duration>) -> Self {
         Protection {
-            url: k8s.pod_url(),
             namespace: k8s.namespace.clone(),
             pod: k8s.pod.clone(),
             interval: k8s.interval,
             cost: k8s.cost,
             managed: k8s.managed,
             on: None,
-            sent: None,
+            state: State::Idle,
             failures: 0,
-            retry_at: None,
             follow: None,
             retried: false,
             said: None,
             sources: Complaints::default(),
             grace,
             grace_max,
+            grace_given: k8s.grace_given,
             grace_max_given: k8s.grace_max_given,
-            grace_from: if k8s.grace_given {
-                GraceFrom::Option
-            } else {
-                GraceFrom::Default
-            },
             period: None,
             learnt: None,
             pod_read: false,
@@ -132,18 +145,20 @@ impl Protection {
     }
 
     fn request_for(&mut self, sent: Sent) -> Request {
-        self.sent = Some(sent);
-        let (method, body) = match sent {
-            Sent::Read => ("GET", None),
-            Sent::Patch(busy) => ("PATCH", Some(patch_body(self.managed, busy, self.cost))),
+        self.state = match sent {
+            Sent::Read => State::Reading,
+            Sent::Patch(busy) => State::Patching { busy },
         };
-        Request {
-            target: Target {
-                method: method.into(),
-                url: self.url.clone(),
-            },
-            body,
-        }
+        let (method, body) = match sent {
+            Sent::Read => (Method::Get, None),
+            Sent::Patch(busy) => (
+                Method::Patch,
+                Some(patch_body(self.managed, busy, self.cost)),
+            ),
+        };
+        Request::new(Endpoint::K8sPod, method)
+            .with_auth(Auth::ServiceAccount)
+            .with_body(body)
     }
 
     /// What the pod holds of the managed keys: busy's values, none, or
@@ -204,21 +219,21 @@ impl Protection {
                 millis(max)
             );
         }
-        match self.grace_from {
-            GraceFrom::Option if self.grace.map_or(true, |g| g >= kill) => warn!(
+        match self.grace_given {
+            true if self.grace.map_or(true, |g| g >= kill) => warn!(
                 "--grace {} is not below the pod's terminationGracePeriodSeconds ({period} s): the kubelet will kill the container first, and the exit report will be lost",
                 self.grace
                     .map_or("none".to_string(), |g| format!("{} ms", millis(g)))
             ),
-            GraceFrom::Option => {}
-            _ if pod_grace(period) <= self.delay => warn!(
+            true => {}
+            false if pod_grace(period) <= self.delay => warn!(
                 "the pod's terminationGracePeriodSeconds ({period} s) less its margin ({} ms) is not longer than --pre-stop-delay ({} ms): the app would be killed before it got its stop signal, so the grace stays {}",
                 millis(pod_grace(period)),
                 millis(self.delay),
                 self.grace
                     .map_or("none".to_string(), |g| format!("{} ms", millis(g)))
             ),
-            _ => {
+            false => {
                 let grace = pod_grace(period);
                 let grace_max = match self.grace_max_given {
                     true => self.grace_max.map(|m| m.max(grace)),
@@ -237,10 +252,10 @@ impl Protection {
 
     /// A failure: said once until a different one comes, then no request
     /// before the backoff (at least `after`).
-    fn failed(&mut self, now: Instant, key: &str, message: &str, after: Option<Duration>) {
+    fn failed(&mut self, now: Instant, key: Key, message: &str, after: Option<Duration>) {
         self.failures = self.failures.saturating_add(1);
         let wait = backoff(self.failures).max(after.unwrap_or_default());
-        self.retry_at = Some(now + wait);
+        self.state = State::Backoff { until: now + wait };
         self.say(key, message);
     }
 
@@ -255,18 +270,17 @@ impl Protection {
         }
     }
 
-    fn say(&mut self, key: &str, message: &str) {
-        if self.said.as_deref() != Some(key) {
+    fn say(&mut self, key: Key, message: &str) {
+        if self.said != Some(key) {
             warn!(
                 "Kubernetes pod protection: {message} (said once until it changes; retried with backoff)"
             );
-            self.said = Some(key.to_string());
+            self.said = Some(key);
         }
     }
 
     fn applied(&mut self, sent: Option<Sent>, body: &[u8]) {
         self.failures = 0;
-        self.retry_at = None;
         self.retried = false;
         if self.said.take().is_some() {
             info!("Kubernetes pod protection: the API server accepts drainit's requests again");
@@ -294,6 +308,23 @@ impl Protection {
     }
 }
 
+impl Protection {
+    /// The `kubernetes` object of the exit report and `/status`: the pod
+    /// and namespace, whether the pod holds the annotations (as the API
+    /// server last accepted), the grace that applies with where it came
+    /// from (`option`, `pod` or `default`), and the pod's period once read.
+    fn words(&self, deadline: &Deadline) -> serde_json::Value {
+        serde_json::json!({
+            "pod": self.pod,
+            "namespace": self.namespace,
+            "protected": self.is_on(),
+            "grace_ms": deadline.grace_ms(),
+            "grace_from": deadline.from().name(),
+            "termination_grace_period_seconds": self.period,
+        })
+    }
+}
+
 impl Backend for Protection {
     fn interval(&self) -> Duration {
         self.interval
@@ -308,8 +339,10 @@ impl Backend for Protection {
     }
 
     fn request(&mut self, busy: bool, now: Instant) -> Option<Request> {
-        if self.sent.is_some() || self.retry_at.is_some_and(|at| now < at) {
-            return None;
+        match self.state {
+            State::Reading | State::Patching { .. } => return None,
+            State::Backoff { until } if now < until => return None,
+            State::Backoff { .. } | State::Idle => {}
         }
         if self.on == Some(busy) {
             // A patch would change nothing; a read that failed at start
@@ -321,16 +354,16 @@ impl Backend for Protection {
     }
 
     fn on_answer(&mut self, result: Result<Response, Failure>, now: Instant) {
-        let sent = self.sent.take();
+        let sent = std::mem::replace(&mut self.state, State::Idle).out();
         let response = match result {
             Ok(response) => response,
             Err(failure) => {
                 self.unknown_after(sent);
-                return self.failed(now, failure.kind(), &failure.to_string(), None);
+                return self.failed(now, Key::Failed(failure.kind), &failure.to_string(), None);
             }
         };
         let status = response.status;
-        let verdict = verdict(&response, carried_retry_after(&response));
+        let verdict = verdict(&response);
         if matches!(verdict, Verdict::Retry { .. } | Verdict::Unexpected(_)) {
             self.unknown_after(sent);
         }
@@ -340,14 +373,22 @@ impl Backend for Protection {
                 // The token is read again for every request: retry at once.
                 self.retried = true;
                 self.follow = sent;
-                self.say("401", "401: the token was refused; reading it again");
+                self.say(
+                    Key::Unauthenticated,
+                    "401: the token was refused; reading it again",
+                );
             }
             Verdict::Unauthenticated => {
-                self.failed(now, "401", "401: the token was refused again", None)
+                self.failed(
+                    now,
+                    Key::Unauthenticated,
+                    "401: the token was refused again",
+                    None,
+                )
             }
             Verdict::Forbidden(message) => self.failed(
                 now,
-                "403",
+                Key::Forbidden,
                 &format!(
                     "403 Forbidden: the pod's service account needs get and patch on pods in namespace {} (a Role and a RoleBinding), or an admission policy refused: {message}",
                     self.namespace
@@ -356,7 +397,7 @@ impl Backend for Protection {
             ),
             Verdict::NoSuchPod => self.failed(
                 now,
-                "404",
+                Key::NotFound,
                 &format!(
                     "404: no pod {} in namespace {} (a wrong POD_NAME?)",
                     self.pod, self.namespace
@@ -364,18 +405,22 @@ impl Backend for Protection {
                 None,
             ),
             Verdict::Retry { after } => {
-                let key = if status == 429 { "429" } else { "retry" };
+                let key = if status == 429 {
+                    Key::TooMany
+                } else {
+                    Key::Retry
+                };
                 self.failed(now, key, &format!("HTTP {status}: retrying"), after)
             }
             Verdict::Refused(code, message) => self.failed(
                 now,
-                "refused",
+                Key::Refused,
                 &format!("{code}: the API server refused the change: {message}"),
                 None,
             ),
             Verdict::Unexpected(code) => self.failed(
                 now,
-                "unexpected",
+                Key::UnexpectedStatus,
                 &format!("unexpected HTTP {code}"),
                 None,
             ),
@@ -400,32 +445,30 @@ impl Backend for Protection {
             "--grace {} ms from the pod's terminationGracePeriodSeconds ({period} s), less a margin of 10 % or 2 s",
             millis(learnt.grace)
         );
-        self.grace = Some(learnt.grace);
-        self.grace_max = learnt.grace_max;
-        self.grace_from = GraceFrom::Pod;
         Some(learnt)
     }
 
-    fn k8s_report(&self) -> Option<K8sReport> {
-        Some(K8sReport {
-            pod: self.pod.clone(),
-            namespace: self.namespace.clone(),
+    fn report(&self, deadline: &Deadline) -> Report {
+        Report {
             protected: self.is_on(),
-            grace_ms: self.grace.map(millis),
-            grace_from: match self.grace_from {
-                GraceFrom::Option => "option",
-                GraceFrom::Pod => "pod",
-                GraceFrom::Default => "default",
-            },
-            termination_grace_period_seconds: self.period,
-        })
+            top_level: false,
+            gauge: (
+                "drainit_k8s_protected",
+                "1 while the pod holds drainit's annotations (as the API server last accepted).",
+            ),
+            requests: (
+                "drainit_k8s_requests_total",
+                "Requests to the Kubernetes API server (the pod's read and patches), by result.",
+            ),
+            words: Some(("kubernetes", self.words(deadline))),
+        }
     }
 
     fn is_on(&self) -> bool {
         self.on == Some(true)
     }
 
-    fn complain(&mut self, key: &str, message: &str) {
+    fn complain(&mut self, key: Key, message: &str) {
         // A source that did not answer protection's poll.
         self.sources.once(key, "pod protection", message);
     }
@@ -449,19 +492,27 @@ mod tests {
         }
     }
 
+    /// The run's deadline with `--grace` `secs` (given or the default).
+    fn deadline(given: bool, secs: u64) -> Deadline {
+        let mut run = crate::core::machine::tests::config();
+        run.timeline.grace = Some(Duration::from_secs(secs));
+        run.k8s = Some(config(given));
+        Deadline::new(&run)
+    }
+
     fn ok(body: &str) -> Result<Response, Failure> {
         Ok(Response {
             status: 200,
-            content_type: None,
             body: body.as_bytes().to_vec(),
+            ..Response::default()
         })
     }
 
     fn status(status: u16) -> Result<Response, Failure> {
         Ok(Response {
             status,
-            content_type: None,
             body: br#"{"kind":"Status","message":"no"}"#.to_vec(),
+            ..Response::default()
         })
     }
 
@@ -472,17 +523,16 @@ mod tests {
         let t0 = Instant::now();
         let mut p = Protection::new(&config(false), Some(Duration::from_secs(25)), None);
         let read = p.start().unwrap();
-        assert_eq!(read.target.method, "GET");
         assert_eq!(
-            read.target.url,
-            "https://10.96.0.1:443/api/v1/namespaces/jobs/pods/worker-1"
+            (read.endpoint, read.method, read.auth),
+            (Endpoint::K8sPod, Method::Get, Auth::ServiceAccount)
         );
         assert_eq!(p.request(true, t0), None, "the read is out");
         p.on_answer(ok(r#"{"spec":{"terminationGracePeriodSeconds":30}}"#), t0);
         assert_eq!(p.on, Some(false));
         assert_eq!(p.request(false, t0), None, "idle and clean: nothing");
         let busy = p.request(true, t0).unwrap();
-        assert_eq!(busy.target.method, "PATCH");
+        assert_eq!(busy.method, Method::Patch);
         assert_eq!(busy.body.unwrap(), patch_body(Managed::ALL, true, 1000));
         assert_eq!(p.request(false, t0), None, "one request out");
         p.on_answer(ok("{}"), t0);
@@ -525,7 +575,9 @@ mod tests {
             t0,
         );
         assert_eq!(p.take_grace(false), None);
-        assert_eq!(p.k8s_report().unwrap().grace_from, "default");
+        let report = p.words(&deadline(false, 25));
+        assert_eq!(report["grace_from"], "default");
+        assert_eq!(report["grace_ms"], 25_000);
         assert_eq!(p.request(false, t0), None, "backoff");
         assert!(p.request(false, t0 + Duration::from_secs(1)).is_some());
     }
@@ -576,15 +628,15 @@ mod tests {
         p.on_answer(status(403), t0);
         // The state is unknown: busy's patch first.
         let busy = p.request(true, t0 + s(2)).unwrap();
-        assert_eq!(busy.target.method, "PATCH");
+        assert_eq!(busy.method, Method::Patch);
         p.on_answer(ok("{}"), t0 + s(2));
         // Nothing to patch: the read again.
         let read = p.request(true, t0 + s(3)).unwrap();
-        assert_eq!(read.target.method, "GET");
+        assert_eq!(read.method, Method::Get);
         p.on_answer(status(403), t0 + s(3));
         assert_eq!(p.request(true, t0 + s(3)), None, "its backoff");
         let read = p.request(true, t0 + s(5)).unwrap();
-        assert_eq!(read.target.method, "GET");
+        assert_eq!(read.method, Method::Get);
         p.on_answer(ok(BUSY_POD), t0 + s(5));
         assert_eq!(p.take_grace(false).unwrap().grace, s(54));
         assert_eq!(p.request(true, t0 + s(6)), None, "read once");
@@ -599,28 +651,29 @@ mod tests {
         let grace = p.take_grace(false).unwrap();
         assert_eq!(grace.grace, Duration::from_secs(54));
         assert_eq!(grace.grace_max, Some(Duration::from_secs(54)));
-        let report = p.k8s_report().unwrap();
-        assert_eq!(
-            (
-                report.grace_from,
-                report.grace_ms,
-                report.termination_grace_period_seconds
-            ),
-            ("pod", Some(54_000), Some(60))
-        );
+        let mut owner = deadline(false, 25);
+        owner.learn(grace);
+        let report = p.words(&owner);
+        assert_eq!(report["grace_from"], "pod");
+        assert_eq!(report["grace_ms"], 54_000);
+        assert_eq!(report["termination_grace_period_seconds"], 60);
         assert_eq!(p.take_grace(false), None, "once");
         // Too late for a stop under way.
         let mut late = Protection::new(&config(false), Some(Duration::from_secs(25)), None);
         late.start();
         late.on_answer(ok(BUSY_POD), t0);
         assert_eq!(late.take_grace(true), None);
-        assert_eq!(late.k8s_report().unwrap().grace_from, "default");
+        let report = late.words(&deadline(false, 25));
+        assert_eq!(report["grace_from"], "default");
+        assert_eq!(report["termination_grace_period_seconds"], 60);
         // Given: checked, never changed.
         let mut given = Protection::new(&config(true), Some(Duration::from_secs(90)), None);
         given.start();
         given.on_answer(ok(BUSY_POD), t0);
         assert_eq!(given.take_grace(false), None);
-        assert_eq!(given.k8s_report().unwrap().grace_from, "option");
+        let report = given.words(&deadline(true, 90));
+        assert_eq!(report["grace_from"], "option");
+        assert_eq!(report["grace_ms"], 90_000);
     }
 
     #[test]
@@ -636,11 +689,7 @@ mod tests {
         p.start();
         p.on_answer(pod(10), t0);
         assert_eq!(p.take_grace(false), None, "8 s inside a 10 s delay");
-        let report = p.k8s_report().unwrap();
-        assert_eq!(
-            (report.grace_from, report.grace_ms),
-            ("default", Some(30_000))
-        );
+        assert_eq!(p.period, Some(10));
         // A period that leaves room after the delay is taken.
         let mut q = Protection::new(&config(false), Some(Duration::from_secs(30)), None);
         q.delay = Duration::from_secs(10);
@@ -659,14 +708,14 @@ mod tests {
         p.request(true, t0).unwrap();
         p.on_answer(status(401), t0);
         let again = p.follow_up().unwrap();
-        assert_eq!(again.target.method, "PATCH");
+        assert_eq!(again.method, Method::Patch);
         p.on_answer(status(401), t0);
         assert_eq!(p.follow_up(), None, "once");
         assert_eq!(p.request(true, t0), None, "backoff after the second 401");
         assert!(p.request(true, t0 + s(1)).is_some());
         // 429 waits at least its Retry-After.
         let mut answer = status(429).unwrap();
-        answer = crate::proto::k8s::with_retry_after(answer, Some(s(20)));
+        answer.retry_after = Some(s(20));
         p.on_answer(Ok(answer), t0);
         assert_eq!(p.request(true, t0 + s(19)), None);
         assert!(p.request(true, t0 + s(20)).is_some());
@@ -679,6 +728,6 @@ mod tests {
         }
         p.on_answer(ok("{}"), t0);
         assert!(p.is_on());
-        assert_eq!((p.failures, p.retry_at), (0, None));
+        assert_eq!((p.failures, p.state), (0, State::Idle));
     }
 }

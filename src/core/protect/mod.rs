@@ -17,20 +17,22 @@ pub mod k8s;
 use std::time::{Duration, Instant};
 
 use crate::core::asks::{Asks, Owner};
+use crate::core::complaints::Key;
 use crate::core::counters::RequestKind;
+use crate::core::deadline::{Deadline, Grace};
 use crate::core::event::{Answer, Lane, Token};
-use crate::core::outcome::K8sReport;
 use crate::core::settings::Config;
-use crate::core::timers::{Slots, Timer};
-use crate::proto::http::{Failure, Response, Target};
+use crate::core::timers::{timer_kind, Slots};
 
-/// A request to the platform: sent on the `Protect` lane, with the
-/// back-end's interval as its time.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Request {
-    pub target: Target,
-    pub body: Option<Vec<u8>>,
+timer_kind! {
+    /// What protection's timers are for.
+    pub enum ProtectTimer {
+        /// The next protection poll.
+        Poll,
+    }
 }
+use crate::proto::exchange::Request;
+use crate::proto::http::{Failure, Response};
 
 /// A platform that protects the app while it is busy.
 pub trait Backend {
@@ -63,21 +65,30 @@ pub trait Backend {
     fn take_grace(&mut self, _stopping: bool) -> Option<Grace> {
         None
     }
-    /// What `/status` and the exit report say of a Kubernetes pod.
-    fn k8s_report(&self) -> Option<K8sReport> {
-        None
-    }
+    /// What the back-end says of itself (`Report`), with the run's grace
+    /// (`deadline`).
+    fn report(&self, deadline: &Deadline) -> Report;
     /// Protection is on, as the platform last accepted.
     fn is_on(&self) -> bool;
     /// A failure worth saying once per `key`.
-    fn complain(&mut self, key: &str, message: &str);
+    fn complain(&mut self, key: Key, message: &str);
 }
 
-/// A `--grace` (and `--grace-max`) the platform set after start.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Grace {
-    pub grace: Duration,
-    pub grace_max: Option<Duration>,
+/// What a back-end reports, rendered by `/status`, `/metrics` and the
+/// exit report without naming a platform: the names are its own.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    /// On, as the platform last accepted.
+    pub protected: bool,
+    /// `/status` says `protected` at its top level (ECS's, as it always
+    /// has); otherwise the state is only in `words`.
+    pub top_level: bool,
+    /// The gauge of `protected` in `/metrics`: name and help.
+    pub gauge: (&'static str, &'static str),
+    /// The counter of its requests (`protect_update`) by result.
+    pub requests: (&'static str, &'static str),
+    /// Its own object in `/status` and the exit report, under its key.
+    pub words: Option<(&'static str, serde_json::Value)>,
 }
 
 /// The platforms protection can act on: one variant per back-end
@@ -135,7 +146,7 @@ pub fn protect_busy(answers: &[Answer]) -> Option<bool> {
 pub struct Protection {
     platform: Platform,
     /// The next poll; disarmed while one is out and once the stop began.
-    timers: Slots,
+    timers: Slots<ProtectTimer>,
     next_poll: Option<Instant>,
     /// The poll out: answers so far, answers still due.
     round: Option<(Vec<Answer>, usize)>,
@@ -152,7 +163,7 @@ impl Protection {
     /// start request, if any, goes out at once.
     pub fn new(config: &Config, now: Instant, asks: &mut Asks) -> Option<Protection> {
         let mut timers = Slots::default();
-        timers.set(Timer::ProtectPoll, Some(now));
+        timers.set(ProtectTimer::Poll, Some(now));
         let mut protection = Protection {
             platform: backends(config)?,
             timers,
@@ -173,8 +184,7 @@ impl Protection {
             RequestKind::ProtectUpdate,
             each!(&self.platform, b => b.interval()),
         );
-        let Request { target, body } = request;
-        let token = asks.send(Owner::Protect, kind, Lane::Protect, target, body, timeout);
+        let token = asks.send(Owner::Protect, kind, Lane::Protect, request, timeout);
         self.request = Some(token);
     }
 
@@ -191,7 +201,7 @@ impl Protection {
             .then_some(false)
     }
 
-    pub fn timer(&self, timer: Timer) -> Option<Instant> {
+    pub fn timer(&self, timer: ProtectTimer) -> Option<Instant> {
         self.timers.get(timer)
     }
 
@@ -207,12 +217,12 @@ impl Protection {
     /// The poll is due: the interval it asks with, the next poll armed
     /// once this one is answered.
     pub fn due(&mut self, now: Instant) -> Option<Duration> {
-        if !self.timers.due(Timer::ProtectPoll, now) {
+        if !self.timers.due(ProtectTimer::Poll, now) {
             return None;
         }
         let interval = each!(&self.platform, b => b.interval());
         self.next_poll = Some(now + interval);
-        self.timers.set(Timer::ProtectPoll, None);
+        self.timers.set(ProtectTimer::Poll, None);
         Some(interval)
     }
 
@@ -228,11 +238,11 @@ impl Protection {
         &mut self,
         now: Instant,
         answer: Answer,
-        complaint: Option<(String, String)>,
+        complaint: Option<(Key, String)>,
         asks: &mut Asks,
     ) {
         if let Some((key, message)) = complaint {
-            each!(&mut self.platform, b => b.complain(&key, &message));
+            each!(&mut self.platform, b => b.complain(key, &message));
         }
         let Some((answers, due)) = self.round.as_mut().filter(|(_, due)| *due > 0) else {
             return; // no poll in flight: nothing to answer
@@ -244,7 +254,7 @@ impl Protection {
         }
         let answers = std::mem::take(answers);
         self.round = None;
-        self.timers.set(Timer::ProtectPoll, self.next_poll);
+        self.timers.set(ProtectTimer::Poll, self.next_poll);
         let busy = self.decide(&answers, now);
         if self.request.is_some() {
             return;
@@ -278,16 +288,16 @@ impl Protection {
         each!(&mut self.platform, b => b.take_grace(stopping))
     }
 
-    /// What `/status` and the exit report say of a Kubernetes pod.
-    pub fn k8s_report(&self) -> Option<K8sReport> {
-        each!(&self.platform, b => b.k8s_report())
+    /// What the back-end reports (`Report`), with the run's grace.
+    pub fn report(&self, deadline: &Deadline) -> Report {
+        each!(&self.platform, b => b.report(deadline))
     }
 
     /// The stop began (or the child is gone): no poll is due any more, and
     /// none may keep the loop awake.
     pub fn end(&mut self) {
         self.ended = true;
-        self.timers.set(Timer::ProtectPoll, None);
+        self.timers.set(ProtectTimer::Poll, None);
         self.next_poll = None;
         self.round = None;
     }
@@ -329,7 +339,16 @@ mod tests {
         fn is_on(&self) -> bool {
             false
         }
-        fn complain(&mut self, _: &str, _: &str) {}
+        fn report(&self, _: &Deadline) -> Report {
+            Report {
+                protected: false,
+                top_level: false,
+                gauge: ("test_protected", ""),
+                requests: ("test_requests_total", ""),
+                words: None,
+            }
+        }
+        fn complain(&mut self, _: Key, _: &str) {}
     }
 
     #[test]

@@ -20,15 +20,17 @@ use log::{debug, info, warn};
 use serde_json::Value;
 
 use crate::core::asks::{Asks, Owner};
+use crate::core::complaints::Key;
 use crate::core::counters::RequestKind;
 use crate::core::event::{Action, Answer, Lane, Seen, Token};
 use crate::core::outcome::{Ended, InFlight};
 use crate::core::rules;
 use crate::core::settings::{Cmd, Config};
 use crate::core::timeline::Ticket;
-use crate::core::timers::{Timer, Timers};
+use crate::core::timers::RunTimers;
 
-use crate::proto::http::{Failure, Response, Target};
+use crate::proto::exchange::{Endpoint, Request};
+use crate::proto::http::{Failure, Kind as HttpKind, Response};
 use crate::util::text::{escape, Fold};
 pub use board::{Board, Source};
 pub use url::Count;
@@ -123,13 +125,21 @@ pub fn kinds(config: &Config) -> Vec<AnyKind> {
 /// (`How::Send`); and the URLs they ask, whose host names it checks at
 /// start.
 pub fn threads(config: &Config) -> (usize, Vec<String>) {
-    let mut hosts = Vec::new();
+    let (mut threads, mut hosts) = (0, Vec::new());
     for kind in kinds(config) {
-        if let How::Send(target) = kind.ask() {
-            hosts.push(target.url);
+        // Every way of asking is named: a new one must say what it needs.
+        match kind.ask() {
+            How::Send(request) => {
+                threads += 1;
+                match request.endpoint {
+                    Endpoint::HttpUrl(url) => hosts.push(url),
+                    Endpoint::K8sPod => {}
+                }
+            }
+            How::Run(_) | How::Look(_) => {}
         }
     }
-    (hosts.len(), hosts)
+    (threads, hosts)
 }
 
 /// How a source is asked, and so which lane it needs.
@@ -138,7 +148,7 @@ pub enum How {
     /// An HTTP request on a request thread: the round's lane (`Lane::Poll`)
     /// or protection's (`Lane::Protect`), whose threads the shell starts
     /// before the child (answered by `Input::Http`).
-    Send(Target),
+    Send(Request),
     /// A command run, killed when its time is up (`Input::RunEnded`).
     Run(Cmd),
     /// One look at a file (`Input::File`); takes no poll slot.
@@ -165,7 +175,7 @@ pub struct Read {
     /// carried there.
     pub count: Option<(String, Count)>,
     /// No answer at all: its kind and a line for protection's complaints.
-    pub failure: Option<(String, String)>,
+    pub failure: Option<(HttpKind, String)>,
     /// A status that says the URL itself looks wrong (401, 403, 404, 405).
     pub wrong_url: Option<u16>,
 }
@@ -200,7 +210,7 @@ pub enum Said {
     /// no answer at all).
     Protect {
         answer: Answer,
-        complaint: Option<(String, String)>,
+        complaint: Option<(Key, String)>,
     },
 }
 
@@ -235,7 +245,7 @@ pub struct Sources {
     out: Vec<(Token, Ask)>,
     runs: Vec<Run>,
     /// The runs' kill times.
-    timers: Timers,
+    timers: RunTimers,
     /// What the last drain poll said, for the report and the ready line.
     pub last_drain: Option<String>,
     /// The app's in-flight count (`--drain-count-field`).
@@ -406,9 +416,9 @@ impl Sources {
             ),
         };
         let token = match self.kinds[index].ask() {
-            How::Send(target) => {
+            How::Send(request) => {
                 let timeout = rules::time_left(interval, stop.deadline, now, false);
-                asks.send(Owner::Sources, kind, lane, target, None, timeout)
+                asks.send(Owner::Sources, kind, lane, request, timeout)
             }
             How::Run(cmd) => {
                 let limit = rules::time_left(run_limit, stop.deadline, now, false);
@@ -419,7 +429,7 @@ impl Sources {
                     started: now,
                     timed_out: None,
                 });
-                self.timers.set(Timer::RunKill(token), Some(now + limit));
+                self.timers.set(token, Some(now + limit));
                 token
             }
             How::Look(path) => asks.look(Owner::Sources, path, stop.since.unwrap_or(now)),
@@ -430,8 +440,8 @@ impl Sources {
     /// The runs whose time is up are killed; queued asks start as slots free.
     pub fn on_time(&mut self, now: Instant, stop: Stopping, asks: &mut Asks) {
         for token in self.timers.runs_due(now) {
-            let at = self.timers.get(Timer::RunKill(token)).unwrap_or(now);
-            self.timers.set(Timer::RunKill(token), None);
+            let at = self.timers.get(token).unwrap_or(now);
+            self.timers.set(token, None);
             if let Some(run) = self.runs.iter_mut().find(|r| r.token == token) {
                 // The time it was given, not when the loop woke: the same
                 // answer each time, so a source stuck hanging is logged once.
@@ -456,7 +466,7 @@ impl Sources {
         let mut reply = reply;
         if let Some(at) = self.runs.iter().position(|r| r.token == token) {
             let run = self.runs.swap_remove(at);
-            self.timers.set(Timer::RunKill(token), None);
+            self.timers.set(token, None);
             if let Reply::Run(ended, _) = reply {
                 reply = Reply::Run(ended, run.timed_out);
             }
@@ -479,16 +489,16 @@ impl Sources {
                 self.record_count(&read, stopping);
                 let starting = self.starting(index, now, read.failure.is_some());
                 let complaint = match (read.failure, read.wrong_url) {
-                    (Some((kind, message)), _) if kind == "refused" && starting => {
+                    (Some((HttpKind::Refused, message)), _) if starting => {
                         debug!("task protection: {message} (the app may not listen yet: start-up window)");
                         None
                     }
-                    (Some((kind, message)), _) => Some((format!("drain_{kind}_{index}"), message)),
+                    (Some((kind, message)), _) => Some((Key::SourceFailed(index, kind), message)),
                     (None, Some(status)) => {
                         let source = &self.board.sources[index];
                         let target = escape(&source.target, 200);
                         Some((
-                            format!("drain_wrong_url_{index}"),
+                            Key::SourceWrongUrl(index),
                             format!(
                                 "drain source {} {target}: HTTP {status}: {WRONG_URL_SAYS}",
                                 source.kind
@@ -626,7 +636,7 @@ impl Sources {
         for run in &self.runs {
             if matches!(run.ask, Ask::Round(..)) == round {
                 debug!("killing command {:?}: {why}", run.token);
-                self.timers.set(Timer::RunKill(run.token), None);
+                self.timers.set(run.token, None);
                 asks.push(Action::KillRun(run.token));
             }
         }

@@ -7,7 +7,7 @@ use crate::core::event::Answer;
 use crate::core::settings::Config;
 use crate::core::sources::{About, AnyKind, How, Kind, Read, Reply};
 use crate::proto::drain_body;
-use crate::proto::http::Target;
+use crate::proto::exchange::Request;
 use crate::util::redact;
 
 /// The statuses that mean the URL itself is wrong (its path, port or
@@ -67,10 +67,7 @@ impl Kind for Url {
     }
 
     fn ask(&self) -> How {
-        How::Send(Target {
-            method: "GET".into(),
-            url: self.url.clone(),
-        })
+        How::Send(Request::get(&self.url))
     }
 
     fn read(&self, reply: Reply<'_>) -> Read {
@@ -114,7 +111,7 @@ impl Kind for Url {
                 "drain endpoint {}: {f}",
                 crate::util::text::escape(&public_url(&self.url), 200)
             );
-            (f.kind().to_string(), message)
+            (f.kind, message)
         });
         Read {
             answer,
@@ -144,6 +141,7 @@ mod tests {
             status,
             content_type: Some(content_type.into()),
             body: body.as_bytes().to_vec(),
+            ..Response::default()
         })
     }
 

@@ -2,25 +2,35 @@
 //! metadata endpoint (`ECS_CONTAINER_METADATA_URI_V4`) is polled while the
 //! app runs, and `DesiredStatus: STOPPED` (of the task, or of this
 //! container) begins the stop before the platform's signal comes. Here:
-//! what to ask and what the answers mean; `watch/mod.rs` schedules it.
+//! what to ask and what the answers mean (`watch::Backend`);
+//! `watch/mod.rs` schedules it.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use log::info;
 
-use crate::core::complaints::Complaints;
+use crate::core::complaints::{Complaints, Key};
+use crate::core::counters::RequestKind;
+use crate::core::outcome::Trigger;
+use crate::core::settings::Config;
+use crate::core::watch::Backend;
 use crate::proto::ecs_body::{is_stopping, parse_container, parse_task, Container, Task};
+use crate::proto::exchange::Request;
 use crate::proto::http::{status_class, Failure, Response};
 use crate::util::text::escape;
 
-/// The metadata watch: when to poll, and what the answers mean.
+/// The ECS watch, when the task metadata endpoint is known.
+pub fn from_config(config: &Config) -> Option<Watch> {
+    let ecs = config.ecs.as_ref()?;
+    Some(Watch::new(ecs.metadata_uri.as_deref()?, ecs.interval))
+}
+
+/// The metadata watch: what to ask, and what the answers mean.
 #[derive(Debug)]
 pub struct Watch {
     pub task_url: String,
     pub container_url: String,
     pub interval: Duration,
-    pub next_poll: Option<Instant>,
-    pub in_flight: bool,
     pub me: Option<Container>,
     pub task: Option<Task>,
     complaints: Complaints,
@@ -33,8 +43,6 @@ impl Watch {
             task_url: format!("{base}/task"),
             container_url: base.to_string(),
             interval,
-            next_poll: None,
-            in_flight: false,
             me: None,
             task: None,
             complaints: Complaints::default(),
@@ -43,37 +51,36 @@ impl Watch {
 
     pub fn on_container(&mut self, result: Result<Response, Failure>) {
         match result
-            .map_err(|f| (f.kind().to_string(), f.to_string()))
+            .map_err(|f| (Key::Failed(f.kind), f.to_string()))
             .and_then(|r| {
                 if r.status != 200 {
                     return Err((
-                        format!("container_status_{}", status_class(r.status)),
+                        Key::ContainerStatus(status_class(r.status)),
                         format!("HTTP {}", r.status),
                     ));
                 }
-                parse_container(&r.body).map_err(|e| ("container_malformed".to_string(), e))
+                parse_container(&r.body).map_err(|e| (Key::ContainerMalformed, e))
             }) {
             Ok(me) => self.me = Some(me),
-            Err((kind, message)) => self
+            Err((key, message)) => self
                 .complaints
-                .once(&kind, "ECS container metadata", &message),
+                .once(key, "ECS container metadata", &message),
         }
     }
 
     /// Records a task answer; true when the task (or this container) is
     /// meant to stop.
     pub fn on_task(&mut self, result: Result<Response, Failure>) -> bool {
-        self.in_flight = false;
         let parsed = result
-            .map_err(|f| (f.kind().to_string(), f.to_string()))
+            .map_err(|f| (Key::Failed(f.kind), f.to_string()))
             .and_then(|r| {
                 if r.status != 200 {
                     return Err((
-                        format!("status_{}", status_class(r.status)),
+                        Key::Status(status_class(r.status)),
                         format!("HTTP {}", r.status),
                     ));
                 }
-                parse_task(&r.body).map_err(|e| ("malformed".to_string(), e))
+                parse_task(&r.body).map_err(|e| (Key::Malformed, e))
             });
         match parsed {
             Ok(task) => {
@@ -90,11 +97,45 @@ impl Watch {
                 self.task = Some(task);
                 stopping
             }
-            Err((kind, message)) => {
-                self.complaints.once(&kind, "ECS task metadata", &message);
+            Err((key, message)) => {
+                self.complaints.once(key, "ECS task metadata", &message);
                 false
             }
         }
+    }
+}
+
+impl Backend for Watch {
+    fn interval(&self) -> Duration {
+        self.interval
+    }
+
+    fn purpose(&self) -> RequestKind {
+        RequestKind::EcsMetadata
+    }
+
+    fn start(&self) -> Option<Request> {
+        Some(Request::get(&self.container_url))
+    }
+
+    fn on_start(&mut self, result: Result<Response, Failure>) {
+        self.on_container(result)
+    }
+
+    fn poll(&self) -> Request {
+        Request::get(&self.task_url)
+    }
+
+    fn on_poll(&mut self, result: Result<Response, Failure>) -> bool {
+        self.on_task(result)
+    }
+
+    fn trigger(&self) -> Trigger {
+        Trigger::Ecs
+    }
+
+    fn announce(&self) {
+        info!("ECS says this task is stopping (DesiredStatus STOPPED): draining before the platform's signal");
     }
 }
 
@@ -188,6 +229,7 @@ mod tests {
                 status,
                 content_type: None,
                 body: b"x".to_vec(),
+                ..Response::default()
             })
         };
         let mut watch = Watch::new("http://127.0.0.1:1/v4/x", Duration::from_secs(1));

@@ -11,6 +11,7 @@ use std::collections::VecDeque;
 
 use crate::core::asks::Asks;
 use crate::core::counters::Counters;
+use crate::core::deadline::Deadline;
 use crate::core::event::Input;
 use crate::core::hooks::Hooks;
 use crate::core::machine::{settings, Machine};
@@ -33,7 +34,7 @@ impl<'a> Machine<'a> {
         child: Option<Ended>,
         now: Instant,
     ) -> Machine<'a> {
-        let mut machine = Machine::minimal(config, old.pid, old.pid1, old.started);
+        let mut machine = Machine::minimal(config, old.pid, old.pid1, old.started, old.deadline);
         // The report's records move over; nothing asked by `old` is awaited.
         machine.summary = std::mem::take(&mut old.summary);
         machine.sources = Sources::after(&mut old.sources);
@@ -58,15 +59,21 @@ impl<'a> Machine<'a> {
 
     /// A core with no sources, hooks, delay, ECS, notify reading or orphan
     /// grace: the fallback's (and the one a panic while building the first
-    /// core leaves).
-    pub fn minimal(config: &'a Config, pid: i32, pid1: bool, started: Instant) -> Machine<'a> {
+    /// core leaves). Its stops get `deadline`'s grace: what the failed core
+    /// learnt from the platform is kept.
+    pub fn minimal(
+        config: &'a Config,
+        pid: i32,
+        pid1: bool,
+        started: Instant,
+        deadline: Deadline,
+    ) -> Machine<'a> {
         let mut settings = settings(config, false);
         settings.hook = false;
         settings.pre_stop_delay = Duration::ZERO;
         settings.orphan_grace = Duration::ZERO;
-        let mut timeline = Timeline::new(settings);
-        timeline.set_grace_max(config.grace_max);
-        let mut machine = Machine::empty(config, pid, pid1, started, timeline);
+        let timeline = Timeline::new(settings);
+        let mut machine = Machine::empty(config, pid, pid1, started, timeline, deadline);
         machine.fallback = true;
         machine
     }
@@ -76,14 +83,17 @@ impl<'a> Machine<'a> {
         pid: i32,
         pid1: bool,
         started: Instant,
-        timeline: Timeline,
+        mut timeline: Timeline,
+        deadline: Deadline,
     ) -> Machine<'a> {
+        timeline.follow(&deadline);
         Machine {
             config,
             pid,
             pid1,
             started,
             timeline,
+            deadline,
             hooks: Hooks::default(),
             sources: Sources::default(),
             watch: None,

@@ -5,10 +5,16 @@
 //! the part that owns it (the stop timeline, the hooks, the drain sources,
 //! the platform watch, protection, notify), feeds the timeline what they
 //! say, in order and never re-entrantly, and routes the timeline's actions
-//! back to them (`core/stop.rs`). Each part owns its state and its timers;
-//! the next wake-up is the earliest of theirs. Nothing here reads a clock
-//! or makes a syscall. The same core, built with `Machine::fallback`,
-//! keeps the deadline after a panic.
+//! back to them (`stop.rs`). Each part owns its state and its timers; the
+//! next wake-up is the earliest of theirs. Nothing here reads a clock or
+//! makes a syscall. The same core, built with `Machine::fallback`
+//! (`takeover.rs`), keeps the deadline after a panic; what it tells the
+//! shell is `report.rs`. Its fields are private to this module: the rest
+//! of the core and the shell go through its methods.
+
+mod report;
+mod stop;
+mod takeover;
 
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -17,6 +23,7 @@ use log::{debug, warn};
 
 use crate::core::asks::{Asks, Owner};
 use crate::core::counters::Counters;
+use crate::core::deadline::Deadline;
 use crate::core::event::{Action, Input, Token};
 use crate::core::hooks::Hooks;
 use crate::core::notify::NotifyState;
@@ -31,38 +38,41 @@ use crate::proto::http::{Failure, Response};
 use crate::util::text::Fold;
 
 pub struct Machine<'a> {
-    pub(super) config: &'a Config,
+    config: &'a Config,
     /// The main child (for log lines) and whether drainit is PID 1.
-    pub(super) pid: i32,
-    pub(super) pid1: bool,
-    pub(super) started: Instant,
-    pub(super) timeline: Timeline,
-    pub(super) hooks: Hooks,
-    pub(super) sources: Sources,
-    pub(super) watch: Option<Watch>,
-    pub(super) protection: Option<Protection>,
-    pub(super) notify: Option<NotifyState>,
+    pid: i32,
+    pid1: bool,
+    started: Instant,
+    timeline: Timeline,
+    /// The grace every stop gets, as configured or learnt from the
+    /// platform; the timeline follows it, a fallback inherits it.
+    deadline: Deadline,
+    hooks: Hooks,
+    sources: Sources,
+    watch: Option<Watch>,
+    protection: Option<Protection>,
+    notify: Option<NotifyState>,
     /// What the parts asked for: tokens, owners, actions in order.
-    pub(super) asks: Asks,
+    asks: Asks,
     /// Timeline events raised while handling one input, fed in order.
-    pub(super) events: VecDeque<(Event, bool)>,
-    pub(super) outcome: Option<Outcome>,
-    pub(super) summary: RunSummary,
+    events: VecDeque<(Event, bool)>,
+    outcome: Option<Outcome>,
+    summary: RunSummary,
     /// Lines a flood could repeat, at most one a second each.
-    pub(super) held: Fold,
+    held: Fold,
     /// The fallback's core: notify messages are only counted.
-    pub(super) fallback: bool,
-    pub(super) counters: Counters,
+    fallback: bool,
+    counters: Counters,
     /// Moves whenever an input may have changed what `status` says.
-    pub(super) version: u64,
+    version: u64,
     /// The timeline ran in this input: its due timers already fired.
-    pub(super) timeline_ran: bool,
+    timeline_ran: bool,
 }
 
 /// The timeline's settings from the configuration: whether the stop has
 /// hooks to wait for and sources to poll comes from the hooks and sources
 /// configured, never from a stored flag.
-pub(super) fn settings(config: &Config, drain: bool) -> Settings {
+fn settings(config: &Config, drain: bool) -> Settings {
     Settings {
         drain,
         hook: !config.stop_hooks.is_empty() || !config.stop_execs.is_empty(),
@@ -75,14 +85,27 @@ impl<'a> Machine<'a> {
     /// from then) and whose main child is `pid`.
     pub fn new(config: &'a Config, pid: i32, pid1: bool, now: Instant) -> Machine<'a> {
         let sources = Sources::new(config);
-        let mut timeline = Timeline::new(settings(config, sources.any()));
-        timeline.set_grace_max(config.grace_max);
-        let mut machine = Machine::empty(config, pid, pid1, now, timeline);
+        let timeline = Timeline::new(settings(config, sources.any()));
+        let deadline = Deadline::new(config);
+        let mut machine = Machine::empty(config, pid, pid1, now, timeline, deadline);
         machine.sources = sources;
         machine.notify = config.notify.as_ref().map(|_| NotifyState::default());
         machine.watch = Watch::new(config, now, &mut machine.asks);
         machine.protection = Protection::new(config, now, &mut machine.asks);
         machine
+    }
+
+    /// The grace every stop gets, as configured or learnt from the
+    /// platform: what a fallback keeps.
+    pub fn deadline_owner(&self) -> Deadline {
+        self.deadline
+    }
+
+    /// A signal the shell's last resort forwarded (it runs without a core
+    /// but reports from this one): counted as the core counts its own.
+    pub fn count_forwarded(&mut self, signo: i32) {
+        self.counters.forwarded(signo);
+        self.version = self.version.wrapping_add(1);
     }
 
     /// The next action for the shell, in order.
@@ -203,12 +226,12 @@ impl<'a> Machine<'a> {
                 self.on_said(now, said);
             }
             Owner::Watch => {
-                let stop = self
+                let trigger = self
                     .watch
                     .as_mut()
-                    .is_some_and(|w| w.on_http(token, result, running));
-                if stop {
-                    self.feed(now, Event::EcsStop);
+                    .and_then(|w| w.on_http(token, result, running));
+                if let Some(trigger) = trigger {
+                    self.feed(now, Event::PlatformStop(trigger));
                 }
             }
             Owner::Protect => {
@@ -221,8 +244,8 @@ impl<'a> Machine<'a> {
                 if let Some(grace) =
                     protection.on_http(now, token, result, stopping, &mut self.asks)
                 {
-                    self.timeline.set_grace(grace.grace);
-                    self.timeline.set_grace_max(grace.grace_max);
+                    self.deadline.learn(grace);
+                    self.timeline.follow(&self.deadline);
                 }
             }
         }
@@ -268,12 +291,12 @@ impl<'a> Machine<'a> {
 
     /// Feeds the timeline, and whatever its actions raise in turn, in order:
     /// never re-entrant.
-    pub(super) fn feed(&mut self, now: Instant, event: Event) {
+    fn feed(&mut self, now: Instant, event: Event) {
         self.events.push_back((event, false));
         self.run_events(now);
     }
 
-    pub(super) fn run_events(&mut self, now: Instant) {
+    fn run_events(&mut self, now: Instant) {
         let mut out = Vec::with_capacity(4);
         while let Some((event, by_word)) = self.events.pop_front() {
             self.timeline.handle_into(now, event, &mut out);
@@ -284,11 +307,10 @@ impl<'a> Machine<'a> {
 
     /// Raises a timeline event while performing (`by_word`: the app's
     /// readiness word): fed after the current ones.
-    pub(super) fn raise(&mut self, event: Event, by_word: bool) {
+    fn raise(&mut self, event: Event, by_word: bool) {
         self.events.push_back((event, by_word));
     }
 }
 
 #[cfg(test)]
-#[path = "machine_tests.rs"]
 pub(crate) mod tests;

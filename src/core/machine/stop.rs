@@ -55,8 +55,11 @@ impl Machine<'_> {
                 }
             }
             A::Absorbed(signo) => info!(
-                "absorbing {}: the stop already began from ECS",
-                signal_name(signo)
+                "absorbing {}: the stop already began from {}",
+                signal_name(signo),
+                self.timeline
+                    .stop()
+                    .map_or_else(String::new, |s| s.trigger.said())
             ),
             A::Send {
                 ticket,
@@ -145,10 +148,7 @@ impl Machine<'_> {
             protection.end();
         }
         self.sources.end_protection(&mut self.asks);
-        let by = match trigger {
-            Trigger::Signal(signo) => signal_name(signo),
-            Trigger::Ecs => "ECS".into(),
-        };
+        let by = trigger.said();
         match self.timeline.stop().and_then(|s| s.deadline) {
             Some(deadline) => info!(
                 "stop begins ({by}); deadline in {} ms",
@@ -165,7 +165,8 @@ impl Machine<'_> {
             return;
         }
         let stop = self.timeline.stop().is_some_and(|s| s.signal == signo);
-        match rules::forwarded(self.config, signo) {
+        let delivery = rules::delivery(self.config, signo);
+        match delivery.sent {
             Some((sent, group)) => {
                 self.counters.forwarded(sent);
                 self.asks.push(Action::Forward {
@@ -176,7 +177,7 @@ impl Machine<'_> {
             }
             None => log::debug!("dropping {} as --rewrite asks", signal_name(signo)),
         }
-        if rules::stops_itself(self.config, signo) {
+        if delivery.stop_self {
             log::debug!(
                 "stopping drainit itself after {}, as dumb-init does",
                 signal_name(signo)

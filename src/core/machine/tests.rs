@@ -5,10 +5,12 @@
 use super::*;
 use crate::core::event::Note;
 use crate::core::outcome::{Ended, Trigger};
+use crate::core::protect::ProtectTimer;
 use crate::core::settings::Cmd;
 use crate::core::settings::{EcsConfig, NotifyConfig, ProtectConfig};
 use crate::core::sources as drain;
-use crate::core::timers::Timer;
+use crate::core::watch::WatchTimer;
+use crate::proto::exchange::{Endpoint, Method};
 use crate::proto::http::Target;
 use crate::proto::http::{Failure, Response};
 use crate::proto::notify_msg::Access;
@@ -63,6 +65,7 @@ fn json(body: &str) -> Result<Response, Failure> {
         status: 200,
         content_type: Some("application/json".into()),
         body: body.as_bytes().to_vec(),
+        ..Response::default()
     })
 }
 
@@ -78,7 +81,11 @@ fn sends(actions: &[Action]) -> Vec<(Token, String)> {
     actions
         .iter()
         .filter_map(|a| match a {
-            Action::Send { token, target, .. } => Some((*token, target.url.clone())),
+            Action::Send { token, request, .. } => match &request.endpoint {
+                Endpoint::HttpUrl(url) => Some((*token, url.clone())),
+                // drainit's own pod (`--k8s-protect`).
+                Endpoint::K8sPod => Some((*token, "k8s:pod".into())),
+            },
             _ => None,
         })
         .collect()
@@ -292,12 +299,10 @@ fn ecs_config(protect: bool) -> Config {
 
 fn put_state(actions: &[Action]) -> Option<(Token, String)> {
     actions.iter().find_map(|a| match a {
-        Action::Send {
-            token,
-            target,
-            body: Some(body),
-            ..
-        } if target.method == "PUT" => Some((*token, String::from_utf8_lossy(body).into())),
+        Action::Send { token, request, .. } if request.method == Method::Put => {
+            let body = request.body.as_deref().unwrap_or_default();
+            Some((*token, String::from_utf8_lossy(body).into()))
+        }
         _ => None,
     })
 }
@@ -328,6 +333,7 @@ fn protection_follows_the_app_and_ends_with_the_stop() {
         status: 200,
         content_type: Some("application/json".into()),
         body: br#"{"protection":{"ProtectionEnabled":true}}"#.to_vec(),
+        ..Response::default()
     });
     m.handle(
         t(60),
@@ -372,8 +378,16 @@ fn protection_follows_the_app_and_ends_with_the_stop() {
     // The stop ends the pollers: no ECS or protection timer remains.
     m.handle(t(21_000), Input::Signal(TERM));
     actions(&mut m);
-    assert_eq!(m.timer(Timer::EcsPoll), None);
-    assert_eq!(m.timer(Timer::ProtectPoll), None);
+    assert_eq!(
+        m.watch.as_ref().and_then(|w| w.timer(WatchTimer::Poll)),
+        None
+    );
+    assert_eq!(
+        m.protection
+            .as_ref()
+            .and_then(|p| p.timer(ProtectTimer::Poll)),
+        None
+    );
 }
 
 #[test]
@@ -392,7 +406,13 @@ fn protection_leaves_the_state_alone_when_a_source_gives_no_answer() {
         },
     );
     assert_eq!(put_state(&actions(&mut m)), None);
-    assert_eq!(m.timer(Timer::ProtectPoll), Some(t(10_000)), "polls go on");
+    assert_eq!(
+        m.protection
+            .as_ref()
+            .and_then(|p| p.timer(ProtectTimer::Poll)),
+        Some(t(10_000)),
+        "polls go on"
+    );
 }
 
 #[test]
@@ -415,7 +435,11 @@ fn ecs_stopped_begins_the_stop_and_the_platform_signal_is_absorbed_once() {
     assert_eq!(forwards(&actions(&mut m)), [(TERM, true)]);
     assert_eq!(m.summary().stop_trigger, Some(Trigger::Ecs));
     assert_eq!(m.summary().ecs_task_arn.as_deref(), Some("arn"));
-    assert_eq!(m.timer(Timer::EcsPoll), None, "no polls during the stop");
+    assert_eq!(
+        m.watch.as_ref().and_then(|w| w.timer(WatchTimer::Poll)),
+        None,
+        "no polls during the stop"
+    );
     m.handle(t(200), Input::Signal(TERM));
     assert!(forwards(&actions(&mut m)).is_empty(), "absorbed");
     m.handle(t(300), Input::Signal(TERM));
@@ -689,7 +713,7 @@ fn pod_read(m: &mut Machine<'_>, at: Instant) {
     let read = sends(&actions(m));
     let (token, _) = read
         .iter()
-        .find(|(_, url)| url.ends_with("/api/v1/namespaces/jobs/pods/worker-1"))
+        .find(|(_, url)| url == "k8s:pod")
         .cloned()
         .expect("the pod's read at start");
     let pod = r#"{"metadata":{},"spec":{"terminationGracePeriodSeconds":60}}"#;
@@ -707,7 +731,7 @@ fn the_pods_grace_sets_the_deadline() {
     let config = k8s_config();
     let mut m = Machine::new(&config, CHILD, true, t(0));
     pod_read(&mut m, t(100));
-    assert_eq!(m.summary().k8s.unwrap().grace_from, "pod");
+    assert_eq!(m.summary().platform_words.unwrap().1["grace_from"], "pod");
     m.handle(t(1_000), Input::Signal(TERM));
     assert_eq!(m.deadline(), Some(t(1_000) + ms(54_000)), "60 s less 6 s");
 }
@@ -719,12 +743,12 @@ fn a_stop_under_way_keeps_its_deadline_when_the_pod_answers_late() {
     m.handle(t(50), Input::Signal(TERM));
     pod_read(&mut m, t(100));
     assert_eq!(m.deadline(), Some(t(50) + ms(25_000)));
-    assert_eq!(m.summary().k8s.unwrap().grace_from, "default");
+    assert_eq!(
+        m.summary().platform_words.unwrap().1["grace_from"],
+        "default"
+    );
     // Nothing is written during the stop, whatever the app says.
     m.handle(t(2_000), Input::Timeout);
     let sent = sends(&actions(&mut m));
-    assert!(
-        sent.iter().all(|(_, url)| !url.starts_with("https://")),
-        "{sent:?}"
-    );
+    assert!(sent.iter().all(|(_, url)| url != "k8s:pod"), "{sent:?}");
 }
