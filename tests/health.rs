@@ -1545,3 +1545,28 @@ fn a_health_ask_costs_the_loop_one_waitpid_at_most() {
     scratch.touch("stop");
     assert_eq!(d.wait_code(), 0, "{}", d.stderr());
 }
+
+/// A probe of a loopback address nobody listens on names the address the
+/// operator gave, and says the other IP family was tried after it.
+#[test]
+fn a_failed_loopback_probe_names_the_address_given() {
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let given = format!("http://127.0.0.1:{port}/healthz");
+    let out = Command::new(DRAINIT)
+        .args(["--probe", &given])
+        .output()
+        .expect("drainit --probe");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.starts_with(&format!("unhealthy: {given} failed")),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!("other IP family, http://[::1]:{port}/healthz")),
+        "{said}"
+    );
+}

@@ -732,8 +732,19 @@ fn bad_kubernetes_settings_exit_2() {
         "KUBERNETES_SERVICE_HOST",
     );
     assert_usage_error(&["--k8s-protect"], &pod, "--drain-url");
-    // No service account mounted.
+    // No service account mounted: the error says where the token went.
     assert_usage_error(&["--k8s-protect", drain[0], drain[1]], &pod, "namespace");
+    assert_usage_error(
+        &["--k8s-protect", drain[0], drain[1]],
+        &pod,
+        "automountServiceAccountToken: false",
+    );
+    // Both protections off ECS: the conflict, not the missing variable.
+    assert_usage_error(
+        &["--k8s-protect", "--ecs-protect", drain[0], drain[1]],
+        &pod,
+        "cannot be used together",
+    );
     assert_usage_error(
         &["--k8s-protect", "--ecs-protect", drain[0], drain[1]],
         &[("ECS_AGENT_URI", "http://127.0.0.1:1/api"), pod[0], pod[1]],
@@ -872,5 +883,11 @@ fn an_unreadable_pod_grace_is_one_true_warning() {
         assert_eq!(said.len(), 1, "{odd}: {stderr}");
         assert!(said[0].contains("not a whole number"), "{stderr}");
         assert!(!stderr.contains("retried"), "{odd}: {stderr}");
+        // The start's grace line says the pod sets it, not that 25 s is
+        // the default for good.
+        assert!(
+            stderr.contains("until the pod's terminationGracePeriodSeconds is read"),
+            "{stderr}"
+        );
     }
 }

@@ -19,10 +19,11 @@ use crate::util::time::millis;
 pub fn run(probe: &Probe) -> bool {
     let started = Instant::now();
     let (healthy, what) = match &probe.target {
-        ProbeTarget::Http(url) => {
+        ProbeTarget::Http(given) => {
             let deadline = started + probe.timeout;
-            let mut tries = loopbacks(url).into_iter();
-            let mut url = tries.next().unwrap_or_else(|| url.clone());
+            let mut tries = loopbacks(given).into_iter();
+            let mut url = tries.next().unwrap_or_else(|| given.clone());
+            let mut also = None;
             loop {
                 let target = Target {
                     method: "GET".into(),
@@ -43,15 +44,18 @@ pub fn run(probe: &Probe) -> bool {
                     // Nothing listens over this family: the other one.
                     Err(failure) if unreachable(&failure) && tries.len() > 0 => {
                         url = tries.next().unwrap_or_default();
+                        also = Some(url.clone());
                     }
+                    // The address the operator gave is the one named; the
+                    // other family's, tried after it, is said as such.
                     Err(failure) => {
-                        break (
-                            false,
-                            format!(
-                                "{} failed: {failure}",
-                                escape(&crate::util::redact::url(&url), 200)
-                            ),
-                        )
+                        let shown = |u: &str| escape(&crate::util::redact::url(u), 200);
+                        let other = also
+                            .as_deref()
+                            .filter(|a| *a != given.as_str())
+                            .map(|a| format!(" (and over the other IP family, {})", shown(a)))
+                            .unwrap_or_default();
+                        break (false, format!("{} failed: {failure}{other}", shown(given)));
                     }
                 }
             }

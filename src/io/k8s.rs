@@ -39,8 +39,14 @@ pub struct Place {
 
 /// Reads at most `limit` bytes of `path`; more is an error.
 fn read_bounded(path: &Path, limit: usize) -> Result<Vec<u8>, String> {
-    let file =
-        std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let file = std::fs::File::open(path).map_err(|e| {
+        // No service-account directory at all: the pod mounts no token.
+        let hint = match e.kind() == std::io::ErrorKind::NotFound && !Path::new(SA_DIR).exists() {
+            true => " (the pod mounts no service-account token: remove `automountServiceAccountToken: false` from the pod or its service account, or mount a projected token there)",
+            false => "",
+        };
+        format!("cannot read {}: {e}{hint}", path.display())
+    })?;
     let mut bytes = Vec::new();
     file.take(limit as u64 + 1)
         .read_to_end(&mut bytes)

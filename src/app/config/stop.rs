@@ -135,9 +135,15 @@ fn grace(
         ),
     };
     let grace = parse_grace(text).map_err(|e| invalid(text, "--grace", &e))?;
-    notices.push(Notice::Info(format!(
-        "--grace {text} by default ({why}); set --grace to change it"
-    )));
+    // With --k8s-protect the pod's own period replaces it once read (its
+    // line follows): said so now, so that the two lines agree.
+    let line = match env.flag(&options::K8S_PROTECT)? {
+        true => format!(
+            "--grace {text} until the pod's terminationGracePeriodSeconds is read (--k8s-protect), which then sets it; set --grace to choose it yourself"
+        ),
+        false => format!("--grace {text} by default ({why}); set --grace to change it"),
+    };
+    notices.push(Notice::Info(line));
     Ok(grace)
 }
 
