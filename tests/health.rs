@@ -1429,6 +1429,14 @@ fn out_of_descriptors_the_listener_backs_off_and_recovers() {
 /// run prints its code and line.
 #[test]
 fn probe_of_an_unspecified_address_tries_ipv4_where_ipv6_is_disabled() {
+    if !or_skip(
+        has_command("ip") && has_command("sysctl"),
+        "IPv6-disabled probe test",
+        "`ip` or `sysctl` is not installed (Debian's iproute2, procps)",
+        "DRAINIT_REQUIRE_IPROUTE2",
+    ) {
+        return;
+    }
     for build in BUILDS {
         let bin = built(build);
         let script = format!(

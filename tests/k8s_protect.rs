@@ -185,6 +185,9 @@ fn wait_patches(api: &FakeApi, n: usize, timeout: Duration) -> Instant {
 
 #[test]
 fn busy_then_idle_after_the_hold_then_busy_again() {
+    if !k8s_api::available() {
+        return;
+    }
     let pod = Pod::new("k8s-cycle", &[], true);
     let (api, s, busy, drain) = (&pod.api, &pod.s, &pod.busy, &pod.drain);
     let mut d = pod.launch(&[]).start();
@@ -236,6 +239,9 @@ fn busy_then_idle_after_the_hold_then_busy_again() {
 
 #[test]
 fn annotations_found_at_start_are_cleared_by_the_first_idle_answer() {
+    if !k8s_api::available() {
+        return;
+    }
     // An earlier run (before a container restart) left them.
     let left = busy_annotations().to_string();
     let pod = Pod::new("k8s-restart", &["--annotations", &left], false);
@@ -256,6 +262,9 @@ fn annotations_found_at_start_are_cleared_by_the_first_idle_answer() {
 
 #[test]
 fn a_patch_applied_but_never_answered_is_undone_once_idle() {
+    if !k8s_api::available() {
+        return;
+    }
     // The API server applies every patch and the answer is lost: drainit
     // cannot know busy's annotations are on, so idle must still clear them.
     let pod = Pod::new("k8s-lost", &["--mode", "lost"], true);
@@ -278,6 +287,9 @@ fn a_patch_applied_but_never_answered_is_undone_once_idle() {
 
 #[test]
 fn keys_found_at_start_while_busy_are_not_sent_again() {
+    if !k8s_api::available() {
+        return;
+    }
     let left = busy_annotations().to_string();
     let pod = Pod::new("k8s-restart-busy", &["--annotations", &left], true);
     let (api, s, drain) = (&pod.api, &pod.s, &pod.drain);
@@ -301,6 +313,9 @@ fn keys_found_at_start_while_busy_are_not_sent_again() {
 
 #[test]
 fn nothing_is_written_during_a_stop() {
+    if !k8s_api::available() {
+        return;
+    }
     let pod = Pod::new("k8s-stop", &[], false);
     let (api, s, busy, drain) = (&pod.api, &pod.s, &pod.busy, &pod.drain);
     // The pre-stop delay keeps the stop's first drain poll a second away
@@ -330,6 +345,9 @@ fn nothing_is_written_during_a_stop() {
 
 #[test]
 fn the_token_is_read_again_for_every_request() {
+    if !k8s_api::available() {
+        return;
+    }
     let pod = Pod::new("k8s-token", &[], false);
     let (api, s, busy, sa) = (&pod.api, &pod.s, &pod.busy, &pod.sa);
     let mut d = pod.launch(&["--grace", "2s"]).start();
@@ -374,6 +392,9 @@ fn free_addr() -> String {
 
 #[test]
 fn the_grace_comes_from_the_pod() {
+    if !k8s_api::available() {
+        return;
+    }
     let pod = Pod::new("k8s-grace", &["--grace", "10"], true);
     let s = &pod.s;
     let addr = free_addr();
@@ -424,6 +445,9 @@ fn the_grace_comes_from_the_pod() {
 
 #[test]
 fn a_pod_of_300_kib_is_read_and_patched() {
+    if !k8s_api::available() {
+        return;
+    }
     // Sidecars, many variables, a large last-applied annotation: the GET
     // and every PATCH answer with the whole pod.
     let pod = Pod::new("k8s-big-pod", &["--grace", "10", "--pad-kib", "300"], true);
@@ -452,6 +476,9 @@ fn a_pod_of_300_kib_is_read_and_patched() {
 
 #[test]
 fn a_pod_grace_inside_the_pre_stop_delay_is_not_taken() {
+    if !k8s_api::available() {
+        return;
+    }
     // 10 s less its margin is 8 s, inside a 9 s delay: the app would be
     // killed before its stop signal. The default stays, and a warning says
     // why; so does one for a --grace-max past the pod's period.
@@ -497,6 +524,9 @@ fn a_pod_grace_inside_the_pre_stop_delay_is_not_taken() {
 
 #[test]
 fn a_read_refused_at_start_is_tried_again() {
+    if !k8s_api::available() {
+        return;
+    }
     // The RoleBinding came after the pod: the read at start gets a 403.
     // Busy's patch goes out, then the read again, and the pod's grace is
     // taken.
@@ -524,6 +554,9 @@ fn a_read_refused_at_start_is_tried_again() {
 
 #[test]
 fn a_refused_token_is_read_again_and_retried_at_once() {
+    if !k8s_api::available() {
+        return;
+    }
     let pod = Pod::new("k8s-401", &["--grace", "10", "--statuses", "401"], false);
     let (api, s) = (&pod.api, &pod.s);
     let addr = free_addr();
@@ -550,6 +583,9 @@ fn a_refused_token_is_read_again_and_retried_at_once() {
 
 #[test]
 fn a_grace_at_or_above_the_pods_is_a_warning() {
+    if !k8s_api::available() {
+        return;
+    }
     let pod = Pod::new("k8s-grace-warn", &["--grace", "10"], true);
     let (api, s) = (&pod.api, &pod.s);
     let report = s.file("report.json");
@@ -585,6 +621,9 @@ fn peak_kb(d: &Drainit) -> u64 {
 
 #[test]
 fn a_hostile_api_server_costs_no_memory_and_delays_nothing() {
+    if !k8s_api::available() {
+        return;
+    }
     for mode in ["endless", "dribble", "silent"] {
         let api = api(&["--mode", mode]);
         let s = Scratch::new("k8s-hostile");
@@ -621,6 +660,9 @@ fn a_hostile_api_server_costs_no_memory_and_delays_nothing() {
 
 #[test]
 fn an_api_that_refuses_never_delays_the_stop() {
+    if !k8s_api::available() {
+        return;
+    }
     // 403 to everything: one warning naming the RBAC, the app runs, the
     // stop ends at its deadline.
     let statuses = vec!["403"; 50].join(",");
@@ -643,6 +685,9 @@ fn an_api_that_refuses_never_delays_the_stop() {
 
 #[test]
 fn both_libc_builds_protect() {
+    if !k8s_api::available() {
+        return;
+    }
     for build in [Build::Glibc, Build::Static] {
         let binary = built(build);
         let api = api(&["--ca", "p256"]);
@@ -663,6 +708,9 @@ fn both_libc_builds_protect() {
 
 #[test]
 fn without_the_option_nothing_reaches_the_api_server() {
+    if !k8s_api::available() {
+        return;
+    }
     let pod = Pod::new("k8s-off", &[], true);
     let (api, s, sa, drain) = (&pod.api, &pod.s, &pod.sa, &pod.drain);
     let mut d = drainit(["--drain-url", &drain.url("/drain"), "--grace", "2s"])

@@ -256,6 +256,14 @@ fn hostile(
 /// 1 s), reconnecting peers kept every place and most probes failed.
 #[test]
 fn probes_get_through_reconnecting_silent_and_dribbling_peers() {
+    if !or_skip(
+        has_command("ip"),
+        "outside-peer test",
+        "`ip` is not installed (Debian's iproute2)",
+        "DRAINIT_REQUIRE_IPROUTE2",
+    ) {
+        return;
+    }
     for build in [Build::Static, Build::Glibc] {
         let scratch = Scratch::new("admission");
         let (mut d, ns) = in_namespace(build, &scratch, &[]);

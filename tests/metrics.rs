@@ -61,29 +61,15 @@ fn get(port: u16, path: &str) -> Option<(u16, String)> {
     Some((status, body))
 }
 
-/// True when `prometheus_client` and `jsonschema` import; otherwise one
-/// loud line (once), or a failure under `DRAINIT_REQUIRE_PYTHON=1`.
+/// True when `prometheus_client` and `jsonschema` import; otherwise a
+/// skip line, or a failure under `DRAINIT_REQUIRE_PYTHON=1`.
 fn python_packages() -> bool {
-    static FOUND: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *FOUND.get_or_init(|| {
-        let found = Command::new("python3")
-            .args(["-c", "import prometheus_client, jsonschema"])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !found {
-            assert!(
-                std::env::var("DRAINIT_REQUIRE_PYTHON").as_deref() != Ok("1"),
-                "DRAINIT_REQUIRE_PYTHON=1 but python3 cannot import prometheus_client and jsonschema \
-                 (pip install prometheus_client jsonschema)"
-            );
-            let _ = writeln!(
-                std::io::stderr(),
-                "\n*** metrics tests SKIPPED: python3 cannot import prometheus_client and jsonschema \
-                 (pip install prometheus_client jsonschema; set DRAINIT_REQUIRE_PYTHON=1 to make this a failure) ***\n"
-            );
-        }
-        found
-    })
+    or_skip(
+        python_imports("prometheus_client, jsonschema"),
+        "metrics tests",
+        "python3 cannot import prometheus_client and jsonschema (pip install prometheus_client jsonschema)",
+        "DRAINIT_REQUIRE_PYTHON",
+    )
 }
 
 /// The page's samples, parsed by `prometheus_client`'s parser.

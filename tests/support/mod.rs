@@ -20,6 +20,54 @@ use std::time::{Duration, Instant};
 
 pub const DRAINIT: &str = env!("CARGO_BIN_EXE_drainit");
 
+/// True when `found`; otherwise the tests of `suite` skip, with one line
+/// naming what is missing and how to get it, or fail when the variable
+/// `require` is set to 1 (as `.ci/run` sets them all).
+pub fn or_skip(found: bool, suite: &str, missing: &str, require: &str) -> bool {
+    if !found {
+        assert!(
+            std::env::var(require).as_deref() != Ok("1"),
+            "{require}=1 but {missing}"
+        );
+        // Written to stderr itself, not captured with the test's output.
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "*** {suite} SKIPPED: {missing} (set {require}=1 to make this a failure) ***"
+        );
+    }
+    found
+}
+
+/// True when `name` is an executable file in a directory of `PATH`.
+pub fn has_command(name: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|dir| {
+            fs::metadata(dir.join(name))
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+    })
+}
+
+/// True when python3 imports every module of `modules` (`"a, b"`), asked
+/// once per test binary and modules.
+pub fn python_imports(modules: &str) -> bool {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static ASKED: OnceLock<Mutex<HashMap<String, bool>>> = OnceLock::new();
+    let mut asked = ASKED
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    *asked.entry(modules.to_string()).or_insert_with(|| {
+        Command::new("python3")
+            .args(["-c", &format!("import {modules}")])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
+}
+
 /// Generous: a noisy 2-core CI machine can stall for seconds.
 pub const PATIENCE: Duration = Duration::from_secs(20);
 
