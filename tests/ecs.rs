@@ -188,7 +188,7 @@ fn stopped_begins_the_drain_and_the_platform_sigterm_is_absorbed() {
 
     state.lock().unwrap().app_ready = true;
     assert_eq!(d.wait_code(), 0, "{}", d.stderr());
-    let report: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let report: Value = exit_report(&report);
     assert_eq!(report["outcome"], "drained");
     assert_eq!(report["stop_trigger"], "ecs");
     assert_eq!(

@@ -436,7 +436,7 @@ fn the_grace_comes_from_the_pod() {
         took >= Duration::from_millis(7900) && took < Duration::from_secs(10),
         "the deadline of 8 s (not the 25 s default) ended it after {took:?}"
     );
-    let report: Value = serde_json::from_str(&fs::read_to_string(&report).unwrap()).unwrap();
+    let report: Value = exit_report(&report);
     assert_eq!(report["deadline_ms"], 8000);
     assert_eq!(report["kubernetes"]["grace_from"], "pod");
     assert_eq!(report["kubernetes"]["protected"], true);
@@ -606,7 +606,7 @@ fn a_grace_at_or_above_the_pods_is_a_warning() {
     assert!(warning.contains("kubelet will kill"), "{warning}");
     d.signal(libc::SIGTERM);
     assert_eq!(d.wait_code(), 124);
-    let report: Value = serde_json::from_str(&fs::read_to_string(&report).unwrap()).unwrap();
+    let report: Value = exit_report(&report);
     assert_eq!(report["deadline_ms"], 10_000, "the grace given stays");
     assert_eq!(report["kubernetes"]["grace_from"], "option");
     assert_eq!(report["kubernetes"]["termination_grace_period_seconds"], 10);

@@ -20,6 +20,84 @@ use std::time::{Duration, Instant};
 
 pub const DRAINIT: &str = env!("CARGO_BIN_EXE_drainit");
 
+/// Every standard signal drainit forwards to its child (by name for a
+/// shell's `trap`, and number), in the order the tests send them.
+pub const FORWARDED: [(&str, i32); 19] = [
+    ("HUP", libc::SIGHUP),
+    ("INT", libc::SIGINT),
+    ("QUIT", libc::SIGQUIT),
+    ("USR1", libc::SIGUSR1),
+    ("USR2", libc::SIGUSR2),
+    ("PIPE", libc::SIGPIPE),
+    ("ALRM", libc::SIGALRM),
+    ("TERM", libc::SIGTERM),
+    ("STKFLT", libc::SIGSTKFLT),
+    ("CONT", libc::SIGCONT),
+    ("TSTP", libc::SIGTSTP),
+    ("URG", libc::SIGURG),
+    ("XCPU", libc::SIGXCPU),
+    ("XFSZ", libc::SIGXFSZ),
+    ("VTALRM", libc::SIGVTALRM),
+    ("PROF", libc::SIGPROF),
+    ("WINCH", libc::SIGWINCH),
+    ("IO", libc::SIGIO),
+    ("PWR", libc::SIGPWR),
+];
+
+/// A shell script that appends each signal's name in `signals` to
+/// `$D/got` as it comes, touches `$D/ready`, and exits 0 at `$D/stop`.
+pub fn recorder_of(signals: &[(&str, i32)]) -> String {
+    let mut traps = String::new();
+    for (name, signo) in signals {
+        traps.push_str(&format!("trap 'echo {name} >> \"$D/got\"' {signo}; "));
+    }
+    format!("{traps} touch \"$D/ready\"; while [ ! -e \"$D/stop\" ]; do sleep 0.02; done; exit 0")
+}
+
+/// Sends each of `signals` to `d` in turn, waiting for the child (a
+/// `recorder_of` them) to record it before the next.
+pub fn each_recorded(d: &Drainit, scratch: &Scratch, signals: &[(&str, i32)]) {
+    for (count, (name, signo)) in signals.iter().enumerate() {
+        d.signal(*signo);
+        wait_for(&format!("child to record {name}"), PATIENCE, || {
+            (scratch.read("got").lines().count() > count).then_some(())
+        });
+        assert_eq!(scratch.read("got").lines().last(), Some(*name));
+    }
+}
+
+/// The exit report (`--exit-report`) drainit wrote at `path`, parsed; a
+/// report that does not parse fails the test with its text.
+pub fn exit_report(path: impl AsRef<Path>) -> serde_json::Value {
+    let path = path.as_ref();
+    let text = fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("report {text:?}: {e}"))
+}
+
+/// A port free on 127.0.0.1 a moment ago, for drainit's `--serve`.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// One GET to 127.0.0.1:`port` (the health listener): the status code and
+/// the body, or None while nothing answers.
+pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use std::io::Write;
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).ok()?;
+    let mut data = String::new();
+    stream.read_to_string(&mut data).ok()?;
+    let (head, body) = data.split_once("\r\n\r\n")?;
+    let status = head.split_whitespace().nth(1)?.parse().ok()?;
+    Some((status, body.to_string()))
+}
+
 /// True when `found`; otherwise the tests of `suite` skip, with one line
 /// naming what is missing and how to get it, or fail when the variable
 /// `require` is set to 1 (as `.ci/run` sets them all).
