@@ -132,9 +132,10 @@ fn exit_codes_pass_through_and_signals_give_128_plus_n() {
 fn every_forwarded_signal_1_to_31_reaches_the_child() {
     let Some(bin) = arm64() else { return };
     let scratch = Scratch::new("arm64-forward");
-    let mut d = emulated(bin, &sh(&scratch, &recorder_of(&FORWARDED))).start();
+    let signals = forwarded();
+    let mut d = emulated(bin, &sh(&scratch, &recorder_of(&signals))).start();
     scratch.wait_file("ready");
-    each_recorded(&d, &scratch, &FORWARDED);
+    each_recorded(&d, &scratch, &signals);
     scratch.touch("stop");
     assert_eq!(d.wait_code(), 0, "{}", d.stderr());
 }

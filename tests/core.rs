@@ -80,8 +80,8 @@ fn not_found_is_127_not_executable_is_126() {
 fn every_forwarded_signal_reaches_the_child() {
     let scratch = Scratch::new("forward");
     let rt = libc::SIGRTMIN() + 2;
-    let mut signals = FORWARDED.to_vec();
-    signals.push(("RT", rt));
+    let mut signals = forwarded();
+    signals.push(rt);
     let mut d = drainit(sh(&scratch, &recorder_of(&signals))).start();
     scratch.wait_file("ready");
     each_recorded(&d, &scratch, &signals);

@@ -522,11 +522,6 @@ fn protected_late(name: &str, port: u16) -> (Scratch, Server, Drainit) {
     (scratch, agent, d)
 }
 
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
-}
-
 const WINDOW_LINE: &str = "the app may not listen yet: start-up window";
 const REFUSED_WARN: &str = "connection refused (logged once per kind";
 

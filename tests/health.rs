@@ -98,14 +98,6 @@ fn status_json(port: u16) -> Value {
     serde_json::from_str(&a.body).unwrap_or_else(|e| panic!("/status {:?}: {e}", a.body))
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 // ---------------------------------------------------------------------------
 // drainit with --serve on a free port.
 
@@ -264,9 +256,11 @@ fn readyz_stays_503_through_the_pre_stop_delay() {
             assert_eq!(h.status, 200, "{build:?}: {h:?}");
             if !term.exists() {
                 answers += 1;
-                let asked = sent.elapsed();
+                // When, by drainit's own clock in the same snapshot: the
+                // test's clock runs on while a loaded machine holds the ask.
                 let s = status_json(port);
-                phases.push((asked, s["phase"].as_str().unwrap_or("?").to_string()));
+                let at = Duration::from_millis(s["stop_elapsed_ms"].as_u64().unwrap_or(u64::MAX));
+                phases.push((at, s["phase"].as_str().unwrap_or("?").to_string()));
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -277,9 +271,9 @@ fn readyz_stays_503_through_the_pre_stop_delay() {
             delay >= Duration::from_millis(1_950),
             "{build:?}: TERM after {delay:?}, the delay is 2 s"
         );
-        assert!(answers >= 10, "{build:?}: only {answers} answers");
         // The phase turns when drainit sends TERM, a moment before the
-        // app's trap makes the file: only asks well inside the delay count.
+        // app's trap makes the file: only asks inside the delay by drainit's
+        // clock count, and at least 5 of them (the check's eyes).
         let inside: Vec<_> = phases
             .iter()
             .filter(|(at, _)| *at < Duration::from_millis(1_800))

@@ -142,19 +142,24 @@ struct Pod {
 }
 
 impl Pod {
-    fn new(name: &str, api_args: &[&str], busy: bool) -> Pod {
+    /// None (the test skips, with a line) when python3 cannot run the
+    /// fake API server.
+    fn new(name: &str, api_args: &[&str], busy: bool) -> Option<Pod> {
+        if !k8s_api::available() {
+            return None;
+        }
         let api = api(api_args);
         let s = Scratch::new(name);
         let sa = api.service_account(&s);
         let busy = Arc::new(AtomicBool::new(busy));
         let drain = drain_endpoint(&busy);
-        Pod {
+        Some(Pod {
             api,
             s,
             sa,
             busy,
             drain,
-        }
+        })
     }
 
     /// drainit with `--k8s-protect` in this pod, `flags` added.
@@ -185,10 +190,9 @@ fn wait_patches(api: &FakeApi, n: usize, timeout: Duration) -> Instant {
 
 #[test]
 fn busy_then_idle_after_the_hold_then_busy_again() {
-    if !k8s_api::available() {
+    let Some(pod) = Pod::new("k8s-cycle", &[], true) else {
         return;
-    }
-    let pod = Pod::new("k8s-cycle", &[], true);
+    };
     let (api, s, busy, drain) = (&pod.api, &pod.s, &pod.busy, &pod.drain);
     let mut d = pod.launch(&[]).start();
     s.wait_file("ready");
@@ -239,12 +243,11 @@ fn busy_then_idle_after_the_hold_then_busy_again() {
 
 #[test]
 fn annotations_found_at_start_are_cleared_by_the_first_idle_answer() {
-    if !k8s_api::available() {
-        return;
-    }
     // An earlier run (before a container restart) left them.
     let left = busy_annotations().to_string();
-    let pod = Pod::new("k8s-restart", &["--annotations", &left], false);
+    let Some(pod) = Pod::new("k8s-restart", &["--annotations", &left], false) else {
+        return;
+    };
     let (api, s) = (&pod.api, &pod.s);
     let started = Instant::now();
     let mut d = pod.launch(&[]).start();
@@ -262,12 +265,11 @@ fn annotations_found_at_start_are_cleared_by_the_first_idle_answer() {
 
 #[test]
 fn a_patch_applied_but_never_answered_is_undone_once_idle() {
-    if !k8s_api::available() {
-        return;
-    }
     // The API server applies every patch and the answer is lost: drainit
     // cannot know busy's annotations are on, so idle must still clear them.
-    let pod = Pod::new("k8s-lost", &["--mode", "lost"], true);
+    let Some(pod) = Pod::new("k8s-lost", &["--mode", "lost"], true) else {
+        return;
+    };
     let (api, s, busy) = (&pod.api, &pod.s, &pod.busy);
     let mut d = pod.launch(&[]).start();
     s.wait_file("ready");
@@ -287,11 +289,10 @@ fn a_patch_applied_but_never_answered_is_undone_once_idle() {
 
 #[test]
 fn keys_found_at_start_while_busy_are_not_sent_again() {
-    if !k8s_api::available() {
-        return;
-    }
     let left = busy_annotations().to_string();
-    let pod = Pod::new("k8s-restart-busy", &["--annotations", &left], true);
+    let Some(pod) = Pod::new("k8s-restart-busy", &["--annotations", &left], true) else {
+        return;
+    };
     let (api, s, drain) = (&pod.api, &pod.s, &pod.drain);
     let mut d = pod.launch(&["--grace", "2s"]).start();
     s.wait_file("ready");
@@ -313,10 +314,9 @@ fn keys_found_at_start_while_busy_are_not_sent_again() {
 
 #[test]
 fn nothing_is_written_during_a_stop() {
-    if !k8s_api::available() {
+    let Some(pod) = Pod::new("k8s-stop", &[], false) else {
         return;
-    }
-    let pod = Pod::new("k8s-stop", &[], false);
+    };
     let (api, s, busy, drain) = (&pod.api, &pod.s, &pod.busy, &pod.drain);
     // The pre-stop delay keeps the stop's first drain poll a second away
     // from the signal, so the app is busy by then however loaded the
@@ -345,10 +345,9 @@ fn nothing_is_written_during_a_stop() {
 
 #[test]
 fn the_token_is_read_again_for_every_request() {
-    if !k8s_api::available() {
+    let Some(pod) = Pod::new("k8s-token", &[], false) else {
         return;
-    }
-    let pod = Pod::new("k8s-token", &[], false);
+    };
     let (api, s, busy, sa) = (&pod.api, &pod.s, &pod.busy, &pod.sa);
     let mut d = pod.launch(&["--grace", "2s"]).start();
     s.wait_file("ready");
@@ -392,10 +391,9 @@ fn free_addr() -> String {
 
 #[test]
 fn the_grace_comes_from_the_pod() {
-    if !k8s_api::available() {
+    let Some(pod) = Pod::new("k8s-grace", &["--grace", "10"], true) else {
         return;
-    }
-    let pod = Pod::new("k8s-grace", &["--grace", "10"], true);
+    };
     let s = &pod.s;
     let addr = free_addr();
     let report = s.file("report.json");
@@ -445,12 +443,11 @@ fn the_grace_comes_from_the_pod() {
 
 #[test]
 fn a_pod_of_300_kib_is_read_and_patched() {
-    if !k8s_api::available() {
-        return;
-    }
     // Sidecars, many variables, a large last-applied annotation: the GET
     // and every PATCH answer with the whole pod.
-    let pod = Pod::new("k8s-big-pod", &["--grace", "10", "--pad-kib", "300"], true);
+    let Some(pod) = Pod::new("k8s-big-pod", &["--grace", "10", "--pad-kib", "300"], true) else {
+        return;
+    };
     let (api, s, busy) = (&pod.api, &pod.s, &pod.busy);
     let addr = free_addr();
     let mut d = pod.launch(&["--serve", &addr]).start();
@@ -476,13 +473,12 @@ fn a_pod_of_300_kib_is_read_and_patched() {
 
 #[test]
 fn a_pod_grace_inside_the_pre_stop_delay_is_not_taken() {
-    if !k8s_api::available() {
-        return;
-    }
     // 10 s less its margin is 8 s, inside a 9 s delay: the app would be
     // killed before its stop signal. The default stays, and a warning says
     // why; so does one for a --grace-max past the pod's period.
-    let pod = Pod::new("k8s-delay", &["--grace", "10"], false);
+    let Some(pod) = Pod::new("k8s-delay", &["--grace", "10"], false) else {
+        return;
+    };
     let s = &pod.s;
     let addr = free_addr();
     let flags = [
@@ -524,17 +520,16 @@ fn a_pod_grace_inside_the_pre_stop_delay_is_not_taken() {
 
 #[test]
 fn a_read_refused_at_start_is_tried_again() {
-    if !k8s_api::available() {
-        return;
-    }
     // The RoleBinding came after the pod: the read at start gets a 403.
     // Busy's patch goes out, then the read again, and the pod's grace is
     // taken.
-    let pod = Pod::new(
+    let Some(pod) = Pod::new(
         "k8s-read-again",
         &["--grace", "10", "--statuses", "403"],
         true,
-    );
+    ) else {
+        return;
+    };
     let (api, s) = (&pod.api, &pod.s);
     let addr = free_addr();
     let mut d = pod.launch(&["--serve", &addr]).start();
@@ -554,10 +549,9 @@ fn a_read_refused_at_start_is_tried_again() {
 
 #[test]
 fn a_refused_token_is_read_again_and_retried_at_once() {
-    if !k8s_api::available() {
+    let Some(pod) = Pod::new("k8s-401", &["--grace", "10", "--statuses", "401"], false) else {
         return;
-    }
-    let pod = Pod::new("k8s-401", &["--grace", "10", "--statuses", "401"], false);
+    };
     let (api, s) = (&pod.api, &pod.s);
     let addr = free_addr();
     let mut d = pod.launch(&["--serve", &addr]).start();
@@ -583,10 +577,9 @@ fn a_refused_token_is_read_again_and_retried_at_once() {
 
 #[test]
 fn a_grace_at_or_above_the_pods_is_a_warning() {
-    if !k8s_api::available() {
+    let Some(pod) = Pod::new("k8s-grace-warn", &["--grace", "10"], true) else {
         return;
-    }
-    let pod = Pod::new("k8s-grace-warn", &["--grace", "10"], true);
+    };
     let (api, s) = (&pod.api, &pod.s);
     let report = s.file("report.json");
     let flags = ["--grace", "10s", "--exit-report", path_str(&report)];
@@ -660,13 +653,12 @@ fn a_hostile_api_server_costs_no_memory_and_delays_nothing() {
 
 #[test]
 fn an_api_that_refuses_never_delays_the_stop() {
-    if !k8s_api::available() {
-        return;
-    }
     // 403 to everything: one warning naming the RBAC, the app runs, the
     // stop ends at its deadline.
     let statuses = vec!["403"; 50].join(",");
-    let pod = Pod::new("k8s-403", &["--statuses", &statuses], true);
+    let Some(pod) = Pod::new("k8s-403", &["--statuses", &statuses], true) else {
+        return;
+    };
     let (api, s) = (&pod.api, &pod.s);
     let mut d = pod.launch(&["--grace", "2s"]).start();
     s.wait_file("ready");
@@ -708,10 +700,9 @@ fn both_libc_builds_protect() {
 
 #[test]
 fn without_the_option_nothing_reaches_the_api_server() {
-    if !k8s_api::available() {
+    let Some(pod) = Pod::new("k8s-off", &[], true) else {
         return;
-    }
-    let pod = Pod::new("k8s-off", &[], true);
+    };
     let (api, s, sa, drain) = (&pod.api, &pod.s, &pod.sa, &pod.drain);
     let mut d = drainit(["--drain-url", &drain.url("/drain"), "--grace", "2s"])
         .with_args(sh(s, STUBBORN))
