@@ -291,10 +291,7 @@ fn drainits_own_sigpipe_never_reaches_the_app() {
     scratch.wait_file("ready");
     // drainit's write(2) calls, counted by the kernel (failed ones too):
     // each write to a pipe without a reader raises SIGPIPE in the writer.
-    let writes = || -> u64 {
-        let io = std::fs::read_to_string(format!("/proc/{}/io", d.pid())).unwrap();
-        status_field_of_io(&io, "syscw")
-    };
+    let writes = || write_calls(d.pid());
     let before = writes();
     d.signal(libc::SIGTERM);
     scratch.wait_file("term");
@@ -646,14 +643,6 @@ fn orphan_grace_not_as_pid1_without_proc_says_so() {
         "one warning: {stderr}"
     );
     assert!(took < Duration::from_secs(30), "{stderr}");
-}
-
-/// A counter from `/proc/PID/io` ("name: value" lines).
-fn status_field_of_io(io: &str, name: &str) -> u64 {
-    io.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in {io:?}"))
 }
 
 #[test]

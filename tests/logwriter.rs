@@ -357,12 +357,17 @@ fn a_line_from_another_thread_on_a_full_pipe_goes_out_when_read_again() {
             !thread_names(pid).iter().any(|n| n == "drainit-log"),
             "{build:?}: a writer thread on a pipe"
         );
+        let before = write_calls(pid);
         scratch.touch("go");
         scratch.wait_file("sent");
-        // Time for the reader to log the warning into the full pipe (if it
-        // logs later, the line goes out at once and this run proves less,
-        // but it cannot fail for it).
-        std::thread::sleep(Duration::from_millis(300));
+        // The warning is logged: drainit has written since the refusal (the
+        // reader thread waking the loop for its line, the loop's try at the
+        // full pipe). Waited for, not slept on, so the read below comes
+        // after the line was queued on a loaded machine too.
+        let tried = wait_for("a write into the full pipe", PATIENCE, || {
+            Some(write_calls(pid)).filter(|n| *n > before)
+        });
+        eprintln!("{build:?}: write calls {before} before the refusal, {tried} after");
         let mut file = File::from(read);
         // SAFETY: fcntl on the test's own fd.
         unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };

@@ -64,6 +64,16 @@ pub fn exit_report(path: impl AsRef<Path>) -> serde_json::Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("report {text:?}: {e}"))
 }
 
+/// The write calls `pid` has made so far, failed ones too (`syscw` of
+/// `/proc/PID/io`): each try at a full or closed pipe counts.
+pub fn write_calls(pid: i32) -> u64 {
+    let io = fs::read_to_string(format!("/proc/{pid}/io")).unwrap();
+    io.lines()
+        .find_map(|l| l.strip_prefix("syscw:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no syscw in {io:?}"))
+}
+
 /// A port free on 127.0.0.1 a moment ago, for drainit's `--serve`.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
