@@ -132,42 +132,10 @@ fn exit_codes_pass_through_and_signals_give_128_plus_n() {
 fn every_forwarded_signal_1_to_31_reaches_the_child() {
     let Some(bin) = arm64() else { return };
     let scratch = Scratch::new("arm64-forward");
-    let signals = [
-        ("HUP", libc::SIGHUP),
-        ("INT", libc::SIGINT),
-        ("QUIT", libc::SIGQUIT),
-        ("USR1", libc::SIGUSR1),
-        ("USR2", libc::SIGUSR2),
-        ("PIPE", libc::SIGPIPE),
-        ("ALRM", libc::SIGALRM),
-        ("TERM", libc::SIGTERM),
-        ("STKFLT", libc::SIGSTKFLT),
-        ("CONT", libc::SIGCONT),
-        ("URG", libc::SIGURG),
-        ("XCPU", libc::SIGXCPU),
-        ("XFSZ", libc::SIGXFSZ),
-        ("VTALRM", libc::SIGVTALRM),
-        ("PROF", libc::SIGPROF),
-        ("WINCH", libc::SIGWINCH),
-        ("IO", libc::SIGIO),
-        ("PWR", libc::SIGPWR),
-    ];
-    let mut traps = String::new();
-    for (name, signo) in signals {
-        traps.push_str(&format!("trap 'echo {name} >> \"$D/got\"' {signo}; "));
-    }
-    let script = format!(
-        "{traps} touch \"$D/ready\"; while [ ! -e \"$D/stop\" ]; do sleep 0.02; done; exit 0"
-    );
-    let mut d = emulated(bin, &sh(&scratch, &script)).start();
+    let signals = forwarded();
+    let mut d = emulated(bin, &sh(&scratch, &recorder_of(&signals))).start();
     scratch.wait_file("ready");
-    for (count, (name, signo)) in signals.iter().enumerate() {
-        d.signal(*signo);
-        wait_for(&format!("child to record {name}"), PATIENCE, || {
-            (scratch.read("got").lines().count() > count).then_some(())
-        });
-        assert_eq!(scratch.read("got").lines().last(), Some(*name));
-    }
+    each_recorded(&d, &scratch, &signals);
     scratch.touch("stop");
     assert_eq!(d.wait_code(), 0, "{}", d.stderr());
 }
@@ -257,8 +225,7 @@ fn a_stuck_app_is_killed_at_the_deadline_and_a_ready_one_drains() {
         scratch.wait_file("ready");
         d.signal(libc::SIGTERM);
         assert_eq!(d.wait_code(), code, "{}", d.stderr());
-        let report: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+        let report: serde_json::Value = exit_report(&report);
         assert_eq!(report["outcome"], outcome);
         let to_exit = report["stop_to_exit_ms"].as_u64().unwrap();
         if ready {

@@ -80,46 +80,11 @@ fn not_found_is_127_not_executable_is_126() {
 fn every_forwarded_signal_reaches_the_child() {
     let scratch = Scratch::new("forward");
     let rt = libc::SIGRTMIN() + 2;
-    let signals = [
-        ("HUP", libc::SIGHUP),
-        ("INT", libc::SIGINT),
-        ("QUIT", libc::SIGQUIT),
-        ("USR1", libc::SIGUSR1),
-        ("USR2", libc::SIGUSR2),
-        ("PIPE", libc::SIGPIPE),
-        ("ALRM", libc::SIGALRM),
-        ("TERM", libc::SIGTERM),
-        ("STKFLT", libc::SIGSTKFLT),
-        ("CONT", libc::SIGCONT),
-        ("TSTP", libc::SIGTSTP),
-        ("URG", libc::SIGURG),
-        ("XCPU", libc::SIGXCPU),
-        ("XFSZ", libc::SIGXFSZ),
-        ("VTALRM", libc::SIGVTALRM),
-        ("PROF", libc::SIGPROF),
-        ("WINCH", libc::SIGWINCH),
-        ("IO", libc::SIGIO),
-        ("PWR", libc::SIGPWR),
-    ];
-    let mut traps = String::new();
-    for (name, signo) in signals {
-        traps.push_str(&format!("trap 'echo {name} >> \"$D/got\"' {signo}; "));
-    }
-    traps.push_str(&format!("trap 'echo RT >> \"$D/got\"' {rt}; "));
-    let script = format!(
-        "{traps} touch \"$D/ready\"; while [ ! -e \"$D/stop\" ]; do sleep 0.02; done; exit 0"
-    );
-    let mut d = drainit(sh(&scratch, &script)).start();
+    let mut signals = forwarded();
+    signals.push(rt);
+    let mut d = drainit(sh(&scratch, &recorder_of(&signals))).start();
     scratch.wait_file("ready");
-    let mut expected: Vec<(i32, &str)> = signals.iter().map(|(n, s)| (*s, *n)).collect();
-    expected.push((rt, "RT"));
-    for (count, (signo, name)) in expected.iter().enumerate() {
-        d.signal(*signo);
-        wait_for(&format!("child to record {name}"), PATIENCE, || {
-            (scratch.read("got").lines().count() > count).then_some(())
-        });
-        assert_eq!(scratch.read("got").lines().last(), Some(*name));
-    }
+    each_recorded(&d, &scratch, &signals);
     scratch.touch("stop");
     assert_eq!(d.wait_code(), 0);
 }
@@ -521,19 +486,25 @@ fn idle_drainit_makes_no_wakeups() {
             .unwrap();
         (v, n)
     };
-    // Settled first: start-up (its last log line, the first wait) may still
-    // be under way when the child has exec'd. Settled = no switch for 300 ms.
-    let mut last = switches(d.pid());
-    let before = wait_for("drainit to settle", PATIENCE, || {
-        std::thread::sleep(Duration::from_millis(300));
-        let now = switches(d.pid());
-        let settled = now.0 == last.0;
-        last = now;
-        settled.then_some(now)
-    });
-    // A measurement window, not a synchronisation: tini would wake 3 times.
+    // Settled by state, not by a quiet spell a loaded machine can fake: the
+    // loop blocked in rt_sigtimedwait with no timeout (sigwaitinfo), which
+    // nothing but a signal ends. /proc/PID/syscall: number, then arguments;
+    // the fourth field is the timeout pointer.
+    let blocked = || {
+        let text = std::fs::read_to_string(format!("/proc/{0}/task/{0}/syscall", d.pid())).ok()?;
+        let fields: Vec<&str> = text.split_whitespace().collect();
+        (fields.first() == Some(&"128") && fields.get(3) == Some(&"0x0")).then_some(())
+    };
+    wait_for("the loop to wait without a timeout", PATIENCE, blocked);
+    let before = switches(d.pid());
+    // A count, not a verdict by the clock: a blocked thread switches only
+    // when woken, however loaded the machine. tini would wake 3 times here.
     std::thread::sleep(Duration::from_secs(3));
     let after = switches(d.pid());
+    assert!(
+        blocked().is_some(),
+        "the loop is no longer in its untimed wait"
+    );
     assert_eq!(before.0, after.0, "voluntary context switches while idle");
     d.signal(libc::SIGTERM);
     assert_eq!(d.wait_code(), 128 + libc::SIGTERM);

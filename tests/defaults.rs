@@ -9,10 +9,6 @@ use serde_json::Value;
 use support::server::{json, refusing_url, Server};
 use support::*;
 
-fn report(scratch: &Scratch) -> Value {
-    serde_json::from_str(&scratch.read("report.json")).expect("exit report")
-}
-
 /// A stop of a child that exits on TERM, with a drain option and no
 /// --grace, under `vars`: the report's deadline.
 fn default_deadline(vars: &[(&str, &str)]) -> (Value, String) {
@@ -36,7 +32,10 @@ fn default_deadline(vars: &[(&str, &str)]) -> (Value, String) {
     scratch.wait_file("ready");
     d.signal(libc::SIGTERM);
     assert_eq!(d.wait_code(), 0, "{}", d.stderr());
-    (report(&scratch)["deadline_ms"].clone(), d.stderr())
+    (
+        exit_report(scratch.file("report.json"))["deadline_ms"].clone(),
+        d.stderr(),
+    )
 }
 
 #[test]
@@ -112,7 +111,7 @@ fn a_comma_in_a_drain_url_flag_makes_two_sources() {
     scratch.wait_file("ready");
     d.signal(libc::SIGTERM);
     assert_eq!(d.wait_code(), 0, "{}", d.stderr());
-    let r = report(&scratch);
+    let r = exit_report(scratch.file("report.json"));
     assert_eq!(r["sources"].as_array().unwrap().len(), 2, "{r}");
     assert!(a.count() >= 1 && b.count() >= 1, "both workers were polled");
 }

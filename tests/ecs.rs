@@ -188,7 +188,7 @@ fn stopped_begins_the_drain_and_the_platform_sigterm_is_absorbed() {
 
     state.lock().unwrap().app_ready = true;
     assert_eq!(d.wait_code(), 0, "{}", d.stderr());
-    let report: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let report: Value = exit_report(&report);
     assert_eq!(report["outcome"], "drained");
     assert_eq!(report["stop_trigger"], "ecs");
     assert_eq!(
@@ -520,11 +520,6 @@ fn protected_late(name: &str, port: u16) -> (Scratch, Server, Drainit) {
     .start();
     scratch.wait_file("ready");
     (scratch, agent, d)
-}
-
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
 }
 
 const WINDOW_LINE: &str = "the app may not listen yet: start-up window";

@@ -15,11 +15,6 @@ fn stress() -> String {
     stress_helper()
 }
 
-fn report(scratch: &Scratch) -> Value {
-    let text = scratch.read("report.json");
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("report {text:?}: {e}"))
-}
-
 fn with_report(scratch: &Scratch, flags: &[&str]) -> Vec<String> {
     let mut args: Vec<String> = flags.iter().map(|s| s.to_string()).collect();
     args.extend([
@@ -69,7 +64,7 @@ fn an_orphan_storm_of_10000_during_a_drain_leaves_no_zombie_and_keeps_the_deadli
     // The 40 s deadline is further off than `wait_code`'s patience.
     d.wait_status(Duration::from_secs(60));
     assert_eq!(d.wait_code(), 124);
-    let r = report(&scratch);
+    let r = exit_report(scratch.file("report.json"));
     assert_eq!(r["outcome"], "deadline");
     assert!(ms(&r["orphans_reaped"]) >= 10_000, "{r}");
     let to_exit = ms(&r["stop_to_exit_ms"]);
@@ -161,7 +156,7 @@ fn a_signal_storm_during_a_drain_keeps_the_deadline() {
     d.signal(libc::SIGINT);
     signal_storm(&d, &scratch);
     assert_eq!(d.wait_code(), 124);
-    let r = report(&scratch);
+    let r = exit_report(scratch.file("report.json"));
     assert_eq!(r["stop_signal"], "SIGINT");
     let to_exit = ms(&r["stop_to_exit_ms"]);
     assert!(
@@ -204,7 +199,11 @@ fn child_exits_before_drainit_looks_with_a_stop_signal_pending() {
     assert_eq!(code, 0, "the child's own code: {stderr}");
     assert!(start.elapsed() < Duration::from_secs(10), "no hang");
     // The pending TERM was seen as a stop, not lost in the race.
-    assert_eq!(report(&scratch)["stop_trigger"], "signal", "{stderr}");
+    assert_eq!(
+        exit_report(scratch.file("report.json"))["stop_trigger"],
+        "signal",
+        "{stderr}"
+    );
 }
 
 /// A child that exits with `code` once the test creates `$D/quit`.
@@ -229,7 +228,7 @@ fn exit_during(
     // is longer than PATIENCE, so exiting at all within it, with the
     // child's own code rather than 124, proves drainit followed the exit.
     assert_eq!(d.wait_code(), code, "{}", d.stderr());
-    let r = report(scratch);
+    let r = exit_report(scratch.file("report.json"));
     assert_eq!(r["child_status"]["exited"], code, "{r}");
     r
 }
@@ -291,7 +290,7 @@ fn child_exiting_exactly_at_the_deadline_is_one_outcome_or_the_other() {
         scratch.wait_file("ready");
         d.signal(libc::SIGTERM);
         let code = d.wait_code();
-        let r = report(&scratch);
+        let r = exit_report(scratch.file("report.json"));
         match code {
             5 => assert_eq!(r["outcome"], "exited", "round {round}"),
             124 => assert_eq!(r["outcome"], "deadline", "round {round}"),
@@ -343,7 +342,7 @@ fn endless_bodies_keep_memory_bounded_and_the_deadline() {
         peak_kib > 0 && peak_kib < 16 * 1024,
         "peak RSS {peak_kib} KiB"
     );
-    let to_exit = ms(&report(&scratch)["stop_to_exit_ms"]);
+    let to_exit = ms(&exit_report(scratch.file("report.json"))["stop_to_exit_ms"]);
     assert!(
         (4_000..5_000).contains(&to_exit),
         "stop_to_exit_ms {to_exit}"
@@ -396,7 +395,7 @@ fn a_drain_command_forking_a_storm_is_killed_with_its_group_each_run() {
     });
     assert!(zombie_children(d.pid()).len() < 300, "zombies pile up");
     assert_eq!(d.wait_code(), 124, "{}", d.stderr());
-    let r = report(&scratch);
+    let r = exit_report(scratch.file("report.json"));
     assert_eq!(r["outcome"], "deadline");
     // The storm's children were drainit's to reap once their shell died.
     assert!(ms(&r["orphans_reaped"]) >= 100, "{r}");

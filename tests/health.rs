@@ -98,14 +98,6 @@ fn status_json(port: u16) -> Value {
     serde_json::from_str(&a.body).unwrap_or_else(|e| panic!("/status {:?}: {e}", a.body))
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 // ---------------------------------------------------------------------------
 // drainit with --serve on a free port.
 
@@ -264,9 +256,11 @@ fn readyz_stays_503_through_the_pre_stop_delay() {
             assert_eq!(h.status, 200, "{build:?}: {h:?}");
             if !term.exists() {
                 answers += 1;
-                let asked = sent.elapsed();
+                // When, by drainit's own clock in the same snapshot: the
+                // test's clock runs on while a loaded machine holds the ask.
                 let s = status_json(port);
-                phases.push((asked, s["phase"].as_str().unwrap_or("?").to_string()));
+                let at = Duration::from_millis(s["stop_elapsed_ms"].as_u64().unwrap_or(u64::MAX));
+                phases.push((at, s["phase"].as_str().unwrap_or("?").to_string()));
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -277,9 +271,9 @@ fn readyz_stays_503_through_the_pre_stop_delay() {
             delay >= Duration::from_millis(1_950),
             "{build:?}: TERM after {delay:?}, the delay is 2 s"
         );
-        assert!(answers >= 10, "{build:?}: only {answers} answers");
         // The phase turns when drainit sends TERM, a moment before the
-        // app's trap makes the file: only asks well inside the delay count.
+        // app's trap makes the file: only asks inside the delay by drainit's
+        // clock count, and at least 5 of them (the check's eyes).
         let inside: Vec<_> = phases
             .iter()
             .filter(|(at, _)| *at < Duration::from_millis(1_800))
@@ -915,7 +909,7 @@ fn flood(build: Build) {
     let silent_closed = silent.iter().filter(|c| closed_by_server(c)).count();
     drop(silent);
     let code = d.wait_code();
-    let r: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let r: Value = exit_report(&report);
     let error_ms = killed.as_millis() as i64 - GRACE_MS as i64;
     eprintln!(
         "{build:?}: flood of {made} requests ({served} answered) beside 200 silent connections (all {silent_closed} closed by drainit): \
@@ -1371,13 +1365,20 @@ fn probe_with_a_bad_url_exits_1_not_2() {
     }
 }
 
-/// drainit's CPU time so far (user + system), in clock ticks.
-fn cpu_ticks(pid: i32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let rest = stat.rsplit_once(')').unwrap().1;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // utime and stime: fields 14 and 15, the 12th and 13th after ")".
-    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+/// How long drainit's threads have been runnable so far, in ns: on a CPU
+/// or waiting in a run queue for one (`/proc/PID/task/*/schedstat`). A
+/// thread that spins is runnable the whole time however loaded the
+/// machine; one that sleeps between tries is not.
+fn runnable_ns(pid: i32) -> u64 {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
+        .map(|stat| {
+            let mut fields = stat.split_whitespace().map(|f| f.parse::<u64>().unwrap());
+            fields.next().unwrap() + fields.next().unwrap()
+        })
+        .sum()
 }
 
 /// Out of file descriptors, the listener backs off instead of spinning on
@@ -1405,15 +1406,28 @@ fn out_of_descriptors_the_listener_backs_off_and_recovers() {
     let conns: Vec<TcpStream> = (0..40)
         .map(|_| TcpStream::connect_timeout(&local(port), Duration::from_secs(10)).unwrap())
         .collect();
-    std::thread::sleep(Duration::from_millis(300));
-    let before = cpu_ticks(pid);
+    // Every descriptor taken: the listener has met EMFILE.
+    wait_for("drainit out of descriptors", PATIENCE, || {
+        let open = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count();
+        (open >= 16).then_some(())
+    });
+    let before = runnable_ns(pid);
     let measured = Instant::now();
     std::thread::sleep(Duration::from_secs(2));
-    let spent = cpu_ticks(pid) - before;
-    let ticks = 100 * measured.elapsed().as_millis() as u64 / 1000;
-    eprintln!("out of descriptors: {spent} of {ticks} ticks of CPU in 2 s");
-    // A spinning listener would take every tick of a core.
-    assert!(spent * 5 < ticks, "{spent} of {ticks} ticks: spinning");
+    let runnable = (runnable_ns(pid) - before) as u128;
+    let wall = measured.elapsed().as_nanos();
+    eprintln!(
+        "out of descriptors: runnable {} ms of {} ms",
+        runnable / 1_000_000,
+        wall / 1_000_000
+    );
+    // A spinning listener would be runnable all along, on a CPU or waiting
+    // for one: a loaded machine cannot hide it (CPU time could: a spinner
+    // given a third of a core passes a CPU-time bound).
+    assert!(
+        runnable * 5 < wall,
+        "runnable {runnable} of {wall} ns: spinning"
+    );
     drop(conns);
     // SAFETY: as above, the old limit back.
     unsafe { libc::prlimit(pid, libc::RLIMIT_NOFILE, &old, std::ptr::null_mut()) };
@@ -1429,6 +1443,14 @@ fn out_of_descriptors_the_listener_backs_off_and_recovers() {
 /// run prints its code and line.
 #[test]
 fn probe_of_an_unspecified_address_tries_ipv4_where_ipv6_is_disabled() {
+    if !or_skip(
+        has_command("ip") && has_command("sysctl"),
+        "IPv6-disabled probe test",
+        "`ip` or `sysctl` is not installed (Debian's iproute2, procps)",
+        "DRAINIT_REQUIRE_IPROUTE2",
+    ) {
+        return;
+    }
     for build in BUILDS {
         let bin = built(build);
         let script = format!(

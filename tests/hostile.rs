@@ -89,11 +89,6 @@ fn serve(mut stream: TcpStream, script: Script, sent: &AtomicU64) -> io::Result<
 /// is up.
 const STUBBORN: &str = "trap '' TERM; touch \"$D/ready\"; while :; do sleep 0.05; done";
 
-fn report(scratch: &Scratch) -> Value {
-    let text = scratch.read("report.json");
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("report {text:?}: {e}"))
-}
-
 fn ms(v: &Value) -> u64 {
     v.as_u64()
         .unwrap_or_else(|| panic!("not a number of ms: {v}"))
@@ -164,7 +159,7 @@ fn flood(name: &str, script: Script) -> (u64, u64) {
     scratch.wait_file("ready");
     let idle = vm_kib(d.pid(), "VmHWM").unwrap_or(0);
     let (code, peak) = stop_and_watch(&mut d);
-    let r = report(&scratch);
+    let r = exit_report(scratch.file("report.json"));
     eprintln!(
         "{name}: peak RSS {peak} KiB (idle {idle} KiB), {} polls, {} KiB offered, stop_to_exit {} ms",
         server.connections(),
@@ -344,7 +339,7 @@ fn drains_with(server: &Hostile, url: &str, launch: Launch) {
     scratch.wait_file("ready");
     d.signal(libc::SIGTERM);
     let code = d.wait_code();
-    let r = report(&scratch);
+    let r = exit_report(scratch.file("report.json"));
     assert_eq!(code, 0, "{r} {}", d.stderr());
     assert_eq!(r["outcome"], "drained", "{r}");
     assert!(server.connections() >= 1);
@@ -576,7 +571,7 @@ fn a_hung_resolver_fails_polls_at_their_timeout_and_never_holds_the_next_back() 
         std::thread::sleep(Duration::from_millis(5));
     }
     assert_eq!(d.wait_code(), 124, "{}", d.stderr());
-    let r = report(&scratch);
+    let r = exit_report(scratch.file("report.json"));
     let to_exit = ms(&r["stop_to_exit_ms"]);
     assert!(
         (GRACE_MS..GRACE_MS + 50).contains(&to_exit),
@@ -614,7 +609,7 @@ fn a_panicking_request_thread_is_contained() {
     // own warning names the contained panic.
     let status = d.wait_status(PATIENCE);
     assert_eq!(status.code(), Some(124), "{}", d.stderr());
-    let r = report(&scratch);
+    let r = exit_report(scratch.file("report.json"));
     let to_exit = ms(&r["stop_to_exit_ms"]);
     assert!(
         (2_000..2_050).contains(&to_exit),

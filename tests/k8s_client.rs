@@ -161,16 +161,25 @@ fn round_trip(server: &FakeApi, tls: &str) {
 
 #[test]
 fn an_rsa_ca_over_tls_1_3() {
+    if !k8s_api::available() {
+        return;
+    }
     round_trip(&FakeApi::start(&["--ca", "rsa"]), "TLSv1.3");
 }
 
 #[test]
 fn a_p256_ca_over_tls_1_3() {
+    if !k8s_api::available() {
+        return;
+    }
     round_trip(&FakeApi::start(&["--ca", "p256"]), "TLSv1.3");
 }
 
 #[test]
 fn an_api_server_at_an_ipv6_address() {
+    if !k8s_api::available() {
+        return;
+    }
     let server = FakeApi::start(&["--host", "::1", "--ca", "p256"]);
     let place = server.place_at("::1");
     let answer = k8s::get_pod(&place, TIMEOUT).unwrap();
@@ -188,6 +197,9 @@ fn an_api_server_at_an_ipv6_address() {
 
 #[test]
 fn servers_capped_at_tls_1_2() {
+    if !k8s_api::available() {
+        return;
+    }
     round_trip(&FakeApi::start(&["--ca", "rsa", "--tls12"]), "TLSv1.2");
     round_trip(&FakeApi::start(&["--ca", "p256", "--tls12"]), "TLSv1.2");
 }
@@ -210,6 +222,9 @@ fn refused(server: &FakeApi, why: &str) {
 
 #[test]
 fn a_certificate_from_another_ca_is_refused_before_anything_is_sent() {
+    if !k8s_api::available() {
+        return;
+    }
     let why = "not signed by the service-account CA";
     refused(&FakeApi::start(&["--cert", "wrong-ca"]), why);
     let p256 = ["--cert", "wrong-ca", "--ca", "p256", "--tls12"];
@@ -218,6 +233,9 @@ fn a_certificate_from_another_ca_is_refused_before_anything_is_sent() {
 
 #[test]
 fn a_certificate_without_the_ip_san_is_refused() {
+    if !k8s_api::available() {
+        return;
+    }
     let why = "does not name its IP address";
     refused(&FakeApi::start(&["--cert", "no-ip-san"]), why);
     refused(&FakeApi::start(&["--cert", "no-ip-san", "--tls12"]), why);
@@ -225,6 +243,9 @@ fn a_certificate_without_the_ip_san_is_refused() {
 
 #[test]
 fn the_token_and_ca_are_read_again_before_each_request() {
+    if !k8s_api::available() {
+        return;
+    }
     let server = FakeApi::start(&[]);
     let place = server.place();
     k8s::get_pod(&place, TIMEOUT).unwrap();
@@ -268,6 +289,9 @@ fn the_token_and_ca_are_read_again_before_each_request() {
 
 #[test]
 fn the_answers_of_the_api_server() {
+    if !k8s_api::available() {
+        return;
+    }
     let server = FakeApi::start(&[
         "--statuses",
         "403,404,409,429,500",
@@ -332,6 +356,9 @@ fn the_answers_of_the_api_server() {
 
 #[test]
 fn a_pod_larger_than_the_http_clients_body_bound_is_read_and_patched() {
+    if !k8s_api::available() {
+        return;
+    }
     let server = FakeApi::start(&["--grace", "60", "--pad-kib", "300"]);
     let place = server.place();
     let got = k8s::get_pod(&place, TIMEOUT).unwrap();
@@ -350,6 +377,9 @@ fn a_pod_larger_than_the_http_clients_body_bound_is_read_and_patched() {
 
 #[test]
 fn a_request_thread_reports_once() {
+    if !k8s_api::available() {
+        return;
+    }
     let server = FakeApi::start(&[]);
     let place = server.place();
     let mut results = Vec::new();
@@ -377,6 +407,9 @@ fn a_request_thread_reports_once() {
 
 #[test]
 fn a_dropped_connection_is_a_failure_at_once() {
+    if !k8s_api::available() {
+        return;
+    }
     let server = FakeApi::start(&["--mode", "drop"]);
     let place = server.place();
     let started = Instant::now();
@@ -390,6 +423,9 @@ fn a_dropped_connection_is_a_failure_at_once() {
 
 #[test]
 fn a_server_without_tls_gets_no_token() {
+    if !k8s_api::available() {
+        return;
+    }
     let server = FakeApi::start(&["--mode", "plaintext"]);
     let place = server.place();
     let failure = k8s::get_pod(&place, TIMEOUT).unwrap_err();
@@ -437,6 +473,9 @@ fn hostile(mode: &str) -> (String, Duration, u64) {
 #[test]
 #[ignore = "run by hostile_servers_are_bounded_in_time_and_memory"]
 fn hostile_exchange() {
+    if !k8s_api::available() {
+        return;
+    }
     let Ok(mode) = std::env::var("DRAINIT_K8S_HOSTILE") else {
         return;
     };
@@ -462,6 +501,9 @@ fn hostile_exchange() {
 
 #[test]
 fn hostile_servers_are_bounded_in_time_and_memory() {
+    if !k8s_api::available() {
+        return;
+    }
     let (_, _, baseline) = hostile("normal");
     // An endless body: refused at the API server's body bound, long
     // before the deadline, having held no more than that bound.

@@ -256,6 +256,14 @@ fn hostile(
 /// 1 s), reconnecting peers kept every place and most probes failed.
 #[test]
 fn probes_get_through_reconnecting_silent_and_dribbling_peers() {
+    if !or_skip(
+        has_command("ip"),
+        "outside-peer test",
+        "`ip` is not installed (Debian's iproute2)",
+        "DRAINIT_REQUIRE_IPROUTE2",
+    ) {
+        return;
+    }
     for build in [Build::Static, Build::Glibc] {
         let scratch = Scratch::new("admission");
         let (mut d, ns) = in_namespace(build, &scratch, &[]);
@@ -369,55 +377,35 @@ fn probes_get_through_reconnecting_silent_and_dribbling_peers() {
     }
 }
 
-/// CPU time (utime + stime, in clock ticks) of a process or thread.
-fn ticks(stat_path: &str) -> u64 {
-    let text = std::fs::read_to_string(stat_path).unwrap_or_default();
-    // Fields after the command name in parentheses (which may hold spaces).
-    let rest = text.rsplit_once(')').map_or("", |(_, r)| r);
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let field = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    // utime and stime are fields 14 and 15, the 12th and 13th after ')'.
-    field(11) + field(12)
-}
-
-fn hz() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    unsafe { libc::sysconf(libc::_SC_CLK_TCK) as f64 }
-}
-
-/// The listener thread of drainit `pid`.
-fn listener_thread(pid: i32) -> Option<String> {
+/// On-CPU time so far, in ns, of the threads of `pid` whose name
+/// (`comm`) `keep` accepts (`/proc/PID/task/*/schedstat`, first field).
+fn on_cpu_ns(pid: i32, keep: impl Fn(&str) -> bool) -> u64 {
     std::fs::read_dir(format!("/proc/{pid}/task"))
-        .ok()?
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| {
-            std::fs::read_to_string(p.join("comm")).is_ok_and(|c| c.trim() == "drainit-serve")
+        .map(|tasks| {
+            tasks
+                .flatten()
+                .filter(|t| {
+                    std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| keep(c.trim()))
+                })
+                .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+                .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+                .sum()
         })
-        .map(|p| p.join("stat").display().to_string())
+        .unwrap_or(0)
 }
 
-/// A `/status` flood (4 clients in a tight loop for 5 s, a page of 32
-/// sources): the page is rendered once per change (and its clock once per
-/// 100 ms), so each request costs a copy, and the listener thread stays
-/// within its share of a core (`CPU_SHARE_PERCENT`, 10 %; 15 % allowed
-/// for the tick's resolution); drainit as a whole stays under 35 % of a
-/// core (the loop's turn for each batch of `/status` syncs included).
-/// Before, each request rendered the page, and such a flood took a whole
-/// core. Under a 25 % cgroup v2 CPU quota (when one can be made here), the
-/// app beside drainit still gets at least half the quota.
-#[test]
-fn a_status_flood_costs_at_most_the_listeners_share_of_a_core() {
-    let scratch = Scratch::new("status-flood");
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+/// The loop's voluntary context switches so far: each wait of the main
+/// thread that ended.
+fn loop_wakeups(pid: i32) -> u64 {
+    status_field(pid, "voluntary_ctxt_switches")
+        .and_then(|v| v.parse().ok())
+        .unwrap()
+}
+
+/// drainit serving on a free port with a page of 32 sources (4 KiB), the
+/// app `HOLD`; the port and a GET on it.
+fn status_page_server(scratch: &Scratch) -> (Drainit, u16) {
+    let port = free_port();
     let urls: Vec<String> = (0..32)
         .map(|i| format!("http://127.0.0.1:1/drain/{i}?token=x"))
         .collect();
@@ -427,44 +415,24 @@ fn a_status_flood_costs_at_most_the_listeners_share_of_a_core() {
         "--drain-url".into(),
         urls.join(","),
     ];
-    args.extend(sh(&scratch, HOLD));
-    let mut d = drainit(args).binary(&built(Build::Static)).start();
+    args.extend(sh(scratch, HOLD));
+    let d = drainit(args).binary(&built(Build::Static)).start();
     scratch.wait_file("ready");
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let get = |path: &str| -> io::Result<Vec<u8>> {
-        let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
-        s.set_read_timeout(Some(Duration::from_secs(5)))?;
-        s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())?;
-        let mut out = Vec::new();
-        s.read_to_end(&mut out)?;
-        Ok(out)
-    };
-    wait_for("the listener", PATIENCE, || get("/healthz").ok());
-    let page = get("/status").unwrap();
-    // Unloaded, a /status (which waits for a turn of the loop) is
-    // answered at once, not at the end of the 100 ms it may wait.
-    let mut took: Vec<Duration> = (0..21)
-        .map(|_| {
-            let t = Instant::now();
-            get("/status").unwrap();
-            t.elapsed()
-        })
-        .collect();
-    took.sort();
-    assert!(
-        took[10] < Duration::from_millis(30),
-        "/status took {took:?}"
-    );
-    let pid = d.pid();
-    let serve = listener_thread(pid).expect("the listener thread");
-    let stop = Arc::new(AtomicBool::new(false));
+    wait_for("the listener", PATIENCE, || http_get(port, "/healthz"));
+    (d, port)
+}
+
+/// 4 clients asking `/status` in a tight loop until `stop`; the count of
+/// 200 answers.
+fn status_flood(
+    port: u16,
+    stop: &Arc<AtomicBool>,
+) -> (Vec<std::thread::JoinHandle<()>>, Arc<AtomicU64>) {
     let answered = Arc::new(AtomicU64::new(0));
-    let all_before = ticks(&format!("/proc/{pid}/stat"));
-    let serve_before = ticks(&serve);
-    let started = Instant::now();
-    let clients: Vec<_> = (0..4)
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let clients = (0..4)
         .map(|_| {
-            let (stop, answered) = (Arc::clone(&stop), Arc::clone(&answered));
+            let (stop, answered) = (Arc::clone(stop), Arc::clone(&answered));
             std::thread::spawn(move || {
                 while !stop.load(Ordering::Relaxed) {
                     let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_secs(2))
@@ -481,10 +449,56 @@ fn a_status_flood_costs_at_most_the_listeners_share_of_a_core() {
             })
         })
         .collect();
-    std::thread::sleep(Duration::from_secs(5));
+    (clients, answered)
+}
+
+/// A `/status` flood (4 clients in a tight loop until 4,000 answers, a
+/// page of 32 sources): the page is rendered once per change (and its
+/// clock once per 100 ms), so each request costs a copy, and the listener
+/// thread stays within its share of a core (`CPU_SHARE_PERCENT`, 10 %;
+/// 15 % allowed); drainit as a whole stays under 35 % of a core (the
+/// loop's turn for each batch of `/status` syncs included). Before, each
+/// request rendered the page, and such a flood took a whole core.
+///
+/// Counted, not timed: the flood ends at a number of answers, and CPU time
+/// is the kernel's count of nanoseconds on a CPU, over the time the flood
+/// really took. A loaded machine slows the flood but cannot raise drainit's
+/// share (a page rendered per request would still take more than 15 % of
+/// the core it shares with 2 hogs and 4 clients). A /status waits for a
+/// turn of the loop, which wakes for it: the loop's wake-ups are counted
+/// (a listener left to its 100 ms wait would answer with the loop asleep).
+/// The answer's latency, which needs a quiet machine to mean anything, is
+/// `a_status_is_answered_at_once_and_the_app_keeps_its_quota` (bench/).
+#[test]
+fn a_status_flood_costs_at_most_the_listeners_share_of_a_core() {
+    let scratch = Scratch::new("status-flood");
+    let (mut d, port) = status_page_server(&scratch);
+    let pid = d.pid();
+    let page = http_get(port, "/status").unwrap().1;
+    // Each /status a turn of the loop: 21 in a row, each wakes it. One may
+    // come while the loop, preempted, has not gone back to its wait yet:
+    // at least 11 of 21 must wake it (none would, left to the 100 ms wait).
+    let before = loop_wakeups(pid);
+    for _ in 0..21 {
+        http_get(port, "/status").unwrap();
+    }
+    let woke = loop_wakeups(pid) - before;
+    eprintln!("21 /status woke the loop {woke} times");
+    assert!(woke >= 11, "{woke} wake-ups of the loop for 21 /status");
+
+    let listener = |c: &str| c == "drainit-serve";
+    let (all_before, serve_before) = (on_cpu_ns(pid, |_| true), on_cpu_ns(pid, listener));
+    let started = Instant::now();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (clients, answered) = status_flood(port, &stop);
+    wait_for(
+        "4,000 answers to the flood",
+        Duration::from_secs(120),
+        || (answered.load(Ordering::Relaxed) >= 4_000).then_some(()),
+    );
     let elapsed = started.elapsed().as_secs_f64();
-    let all = (ticks(&format!("/proc/{pid}/stat")) - all_before) as f64 / hz() / elapsed;
-    let listener = (ticks(&serve) - serve_before) as f64 / hz() / elapsed;
+    let all = (on_cpu_ns(pid, |_| true) - all_before) as f64 / 1e9 / elapsed;
+    let serve = (on_cpu_ns(pid, listener) - serve_before) as f64 / 1e9 / elapsed;
     stop.store(true, Ordering::Relaxed);
     for c in clients {
         c.join().unwrap();
@@ -495,21 +509,43 @@ fn a_status_flood_costs_at_most_the_listeners_share_of_a_core() {
          listener thread {:.1} % of a core, drainit {:.1} %",
         page.len(),
         n as f64 / elapsed,
-        listener * 100.0,
+        serve * 100.0,
         all * 100.0
     );
-    assert!(n > 100, "the flood was answered: {n}");
-    assert!(
-        listener <= 0.15,
-        "listener thread {:.1} %",
-        listener * 100.0
-    );
+    assert!(serve <= 0.15, "listener thread {:.1} %", serve * 100.0);
     assert!(all <= 0.35, "drainit {:.1} %", all * 100.0);
     // Still answering probes.
-    assert!(get("/healthz").unwrap().starts_with(b"HTTP/1.1 200"));
+    assert_eq!(http_get(port, "/healthz").map(|(code, _)| code), Some(200));
     scratch.touch("stop");
     assert_eq!(d.wait_code(), 0, "{}", d.stderr());
+}
 
+/// On a quiet machine only (run by `bench/quiet.sh`; a loaded machine
+/// makes both figures lie): a `/status`, which waits for a turn of the
+/// loop, is answered at once (median of 21 under 30 ms), not at the end
+/// of the 100 ms it may wait; and under a 25 % cgroup v2 CPU quota (where
+/// one can be made here), the app beside drainit still gets at least half
+/// the quota during the flood.
+#[test]
+#[ignore = "needs a quiet machine: bench/quiet.sh"]
+fn a_status_is_answered_at_once_and_the_app_keeps_its_quota() {
+    let scratch = Scratch::new("status-latency");
+    let (mut d, port) = status_page_server(&scratch);
+    let mut took: Vec<Duration> = (0..21)
+        .map(|_| {
+            let t = Instant::now();
+            http_get(port, "/status").unwrap();
+            t.elapsed()
+        })
+        .collect();
+    took.sort();
+    eprintln!("/status median {:?}", took[10]);
+    assert!(
+        took[10] < Duration::from_millis(30),
+        "/status took {took:?}"
+    );
+    scratch.touch("stop");
+    assert_eq!(d.wait_code(), 0, "{}", d.stderr());
     under_a_quota();
 }
 
@@ -536,10 +572,7 @@ fn under_a_quota() {
         return;
     }
     let scratch = Scratch::new("status-quota");
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = free_port();
     let procs = group.join("cgroup.procs");
     // The app counts as fast as it can into $D/count, once a second.
     let app = "touch \"$D/ready\"; n=0; while [ ! -e \"$D/stop\" ]; do n=$((n+1)); \
@@ -555,7 +588,6 @@ fn under_a_quota() {
         })
         .start();
     scratch.wait_file("ready");
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let count = || -> u64 {
         std::fs::read_to_string(scratch.file("count"))
             .ok()
@@ -567,20 +599,7 @@ fn under_a_quota() {
     std::thread::sleep(Duration::from_secs(3));
     let alone = count() - c0;
     let stop = Arc::new(AtomicBool::new(false));
-    let clients: Vec<_> = (0..4)
-        .map(|_| {
-            let stop = Arc::clone(&stop);
-            std::thread::spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    if let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_secs(2)) {
-                        let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-                        let _ = s.write_all(b"GET /status HTTP/1.1\r\n\r\n");
-                        let _ = s.read_to_end(&mut Vec::new());
-                    }
-                }
-            })
-        })
-        .collect();
+    let (clients, _) = status_flood(port, &stop);
     let c1 = count();
     std::thread::sleep(Duration::from_secs(3));
     let flooded = count() - c1;

@@ -12,8 +12,6 @@
 
 mod support;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -41,54 +39,20 @@ fn with_child(flags: &[&str], scratch: &Scratch, script: &str) -> Launch {
     )
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// One GET; the status and the body, or None while nothing answers.
-fn get(port: u16, path: &str) -> Option<(u16, String)> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").ok()?;
-    let mut text = String::new();
-    s.read_to_string(&mut text).ok()?;
-    let status = text.get(9..12)?.parse().ok()?;
-    let body = text.split_once("\r\n\r\n")?.1.to_string();
-    Some((status, body))
-}
-
-/// True when `prometheus_client` and `jsonschema` import; otherwise one
-/// loud line (once), or a failure under `DRAINIT_REQUIRE_PYTHON=1`.
+/// True when `prometheus_client` and `jsonschema` import; otherwise a
+/// skip line, or a failure under `DRAINIT_REQUIRE_PYTHON=1`.
 fn python_packages() -> bool {
-    static FOUND: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *FOUND.get_or_init(|| {
-        let found = Command::new("python3")
-            .args(["-c", "import prometheus_client, jsonschema"])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !found {
-            assert!(
-                std::env::var("DRAINIT_REQUIRE_PYTHON").as_deref() != Ok("1"),
-                "DRAINIT_REQUIRE_PYTHON=1 but python3 cannot import prometheus_client and jsonschema \
-                 (pip install prometheus_client jsonschema)"
-            );
-            let _ = writeln!(
-                std::io::stderr(),
-                "\n*** metrics tests SKIPPED: python3 cannot import prometheus_client and jsonschema \
-                 (pip install prometheus_client jsonschema; set DRAINIT_REQUIRE_PYTHON=1 to make this a failure) ***\n"
-            );
-        }
-        found
-    })
+    or_skip(
+        python_imports("prometheus_client, jsonschema"),
+        "metrics tests",
+        "python3 cannot import prometheus_client and jsonschema (pip install prometheus_client jsonschema)",
+        "DRAINIT_REQUIRE_PYTHON",
+    )
 }
 
 /// The page's samples, parsed by `prometheus_client`'s parser.
 fn scrape(port: u16, scratch: &Scratch) -> Vec<Value> {
-    let (status, body) = get(port, "/metrics").expect("/metrics answers");
+    let (status, body) = http_get(port, "/metrics").expect("/metrics answers");
     assert_eq!(status, 200);
     let file = scratch.file("metrics.txt");
     std::fs::write(&file, &body).unwrap();
@@ -166,7 +130,7 @@ fn metrics_parse_before_and_during_a_drain_and_follow_the_in_flight_count() {
     .start();
     scratch.wait_file("up");
     wait_for("the listener", Duration::from_secs(10), || {
-        get(port, "/healthz").filter(|(code, _)| *code == 200)
+        http_get(port, "/healthz").filter(|(code, _)| *code == 200)
     });
     let before = scrape(port, &scratch);
     assert_eq!(sample(&before, "drainit_stopping", None), Some(0.0));
@@ -220,7 +184,7 @@ fn metrics_parse_before_and_during_a_drain_and_follow_the_in_flight_count() {
     );
     in_flight.store(0, Ordering::SeqCst);
     assert_eq!(d.wait_code(), 0, "drained");
-    let report: Value = serde_json::from_str(&scratch.read("report.json")).unwrap();
+    let report: Value = exit_report(scratch.file("report.json"));
     assert_eq!(report["in_flight"]["at_stop"], 5, "{report}");
     assert_eq!(report["in_flight"]["max"], 5, "{report}");
     assert_eq!(report["in_flight"]["last"], 0, "{report}");
@@ -310,7 +274,7 @@ fn a_count_field_that_is_missing_or_not_a_number_reports_nothing() {
         .start();
         scratch.wait_file("up");
         wait_for("the listener", Duration::from_secs(10), || {
-            get(port, "/healthz").filter(|(code, _)| *code == 200)
+            http_get(port, "/healthz").filter(|(code, _)| *code == 200)
         });
         d.signal(libc::SIGTERM);
         wait_for("a few drain polls", Duration::from_secs(10), || {
@@ -324,7 +288,7 @@ fn a_count_field_that_is_missing_or_not_a_number_reports_nothing() {
             "{body}"
         );
         assert_eq!(d.wait_code(), 124);
-        let report: Value = serde_json::from_str(&scratch.read("report.json")).unwrap();
+        let report: Value = exit_report(scratch.file("report.json"));
         assert!(report["in_flight"]["last"].is_null(), "{body}: {report}");
         assert!(report["in_flight"]["max"].is_null(), "{body}: {report}");
         let said = d
@@ -435,7 +399,7 @@ fn emf_with_ecs_metadata_has_the_tasks_dimensions() {
         "the task metadata in the status",
         Duration::from_secs(10),
         || {
-            let (_, body) = get(port, "/status")?;
+            let (_, body) = http_get(port, "/status")?;
             let status: Value = serde_json::from_str(&body).ok()?;
             status["ecs_task_arn"].as_str().map(drop)
         },
@@ -521,7 +485,7 @@ fn notify_messages_are_counted_by_kind_and_status_follows_the_app() {
         sample(&samples, "drainit_notify_refused_total", None),
         Some(0.0)
     );
-    let (_, body) = get(port, "/status").unwrap();
+    let (_, body) = http_get(port, "/status").unwrap();
     let status: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(status["notify"]["status"], "five", "{status}");
     assert_eq!(status["notify"]["ready"], true, "{status}");

@@ -34,11 +34,6 @@ fn args(scratch: &Scratch, flags: &[&str], script: &str) -> Vec<String> {
     out
 }
 
-fn report(scratch: &Scratch, stderr: &str) -> Value {
-    let text = scratch.read("report.json");
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("report {text:?}: {e}; {stderr}"))
-}
-
 fn ms(v: &Value) -> u64 {
     v.as_u64()
         .unwrap_or_else(|| panic!("not a number of ms: {v}"))
@@ -55,7 +50,7 @@ fn ready_status_stopping_reach_the_log_and_the_report() {
     ))
     .run();
     assert_eq!(code, 7, "{stderr}");
-    let r = report(&scratch, &stderr);
+    let r = exit_report(scratch.file("report.json"));
     let n = &r["notify"];
     assert_eq!(n["status"], "serving 3 requests", "{r}");
     assert_eq!(n["received"], 6, "{r}");
@@ -119,7 +114,7 @@ fn real_systemd_notify_returns_at_once_and_its_status_is_reported() {
     let took: u64 = parts.next().unwrap().parse().unwrap();
     // It waits up to 5 s for a receiver that holds its barrier descriptor.
     assert!(took < 4_000, "systemd-notify took {took} ms: {stderr}");
-    let r = report(&scratch, &stderr);
+    let r = exit_report(scratch.file("report.json"));
     assert_eq!(r["notify"]["status"], "draining queue: 12 left", "{r}");
     assert!(r["notify"]["ready_ms"].is_u64(), "{r}");
 }
@@ -151,7 +146,7 @@ fn a_passed_descriptor_is_never_kept() {
             "0\n",
             "drainit held a passed descriptor: {stderr}"
         );
-        let r = report(&scratch, &stderr);
+        let r = exit_report(scratch.file("report.json"));
         assert_eq!(r["notify"]["received"], 9, "{r}");
     }
 }
@@ -163,7 +158,7 @@ fn stop(scratch: &Scratch, flags: &[&str], script: &str) -> (i32, Value, String)
     d.signal(libc::SIGTERM);
     let code = d.wait_code();
     let stderr = d.stderr();
-    (code, report(scratch, &stderr), stderr)
+    (code, exit_report(scratch.file("report.json")), stderr)
 }
 
 #[test]
@@ -277,7 +272,7 @@ fn the_readiness_word_before_the_stop_signal_is_ignored() {
     );
     let code = d.wait_code();
     let stderr = d.stderr();
-    let r = report(&scratch, &stderr);
+    let r = exit_report(scratch.file("report.json"));
     assert_eq!(code, 124, "{stderr}");
     assert_eq!(r["outcome"], "deadline", "{r}");
     assert!(
@@ -401,8 +396,7 @@ fn a_sender_outside_the_pid_namespace_is_refused() {
     });
     scratch.touch("sent");
     assert_eq!(d.wait_code(), 3);
-    let stderr = d.stderr();
-    let r = report(&scratch, &stderr);
+    let r = exit_report(scratch.file("report.json"));
     assert_eq!(r["notify"]["refused"], 2, "{r}");
     assert_eq!(r["notify"]["received"], 0, "{r}");
     assert!(
@@ -423,7 +417,7 @@ fn notify_access_main_refuses_a_grandchild_and_takes_the_child() {
     ))
     .run();
     assert_eq!(code, 0, "{stderr}");
-    let r = report(&scratch, &stderr);
+    let r = exit_report(scratch.file("report.json"));
     assert_eq!(r["notify"]["refused"], 1, "{r}");
     assert_eq!(r["notify"]["received"], 1, "{r}");
     assert_eq!(r["notify"]["status"], "main child", "{r}");
@@ -436,7 +430,10 @@ fn notify_access_main_refuses_a_grandchild_and_takes_the_child() {
     ))
     .run();
     assert_eq!(code, 0, "{stderr}");
-    assert_eq!(report(&scratch, &stderr)["notify"]["received"], 2);
+    assert_eq!(
+        exit_report(scratch.file("report.json"))["notify"]["received"],
+        2
+    );
 }
 
 #[test]
@@ -454,8 +451,8 @@ fn two_instances_in_one_network_namespace_do_not_collide() {
     b.touch("go");
     assert_eq!(da.wait_code(), 0);
     assert_eq!(db.wait_code(), 0);
-    for (s, d) in [(&a, &da), (&b, &db)] {
-        let r = report(s, &d.stderr());
+    for s in [&a, &b] {
+        let r = exit_report(s.file("report.json"));
         assert_eq!(r["notify"]["status"], path_str(&s.path), "{r}");
         assert_eq!(r["notify"]["received"], 1, "{r}");
     }
@@ -475,7 +472,10 @@ fn notify_socket_path_is_bound_replaced_and_removed() {
     .run();
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(scratch.read("addr"), path_str(&path));
-    assert_eq!(report(&scratch, &stderr)["notify"]["status"], "on-path");
+    assert_eq!(
+        exit_report(scratch.file("report.json"))["notify"]["status"],
+        "on-path"
+    );
     assert!(!path.exists(), "the socket file is removed at exit");
 }
 
@@ -533,7 +533,10 @@ fn the_relay_passes_ready_status_stopping_to_the_outer_socket() {
     .run();
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(stderr.matches("cannot relay").count(), 1, "{stderr}");
-    assert_eq!(report(&scratch, &stderr)["notify"]["status"], "b");
+    assert_eq!(
+        exit_report(scratch.file("report.json"))["notify"]["status"],
+        "b"
+    );
 }
 
 #[test]
@@ -598,7 +601,7 @@ fn a_flood_neither_grows_memory_nor_moves_the_deadline() {
         let peak_kib = follow_hwm(pid, &mut d);
         let code = d.wait_code();
         let stderr = d.stderr();
-        let r = report(&scratch, &stderr);
+        let r = exit_report(scratch.file("report.json"));
         println!("{build:?}: peak RSS {peak_kib} KiB; {}", r["notify"]);
         assert_eq!(code, 124, "{stderr}");
         let took = ms(&r["stop_to_exit_ms"]);

@@ -9,12 +9,9 @@
 
 mod support;
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::Value;
 use support::server::{json, Server};
@@ -24,24 +21,6 @@ use support::*;
 const SECRETS: [&str; 6] = [
     "hunter2", "hunter3", "hunter4", "hunter5", "hunter6", "hunter7",
 ];
-
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
-}
-
-/// One GET on the health listener: status and body.
-fn get(port: u16, path: &str) -> Option<(u16, String)> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).ok()?;
-    let mut data = String::new();
-    stream.read_to_string(&mut data).ok()?;
-    let (head, body) = data.split_once("\r\n\r\n")?;
-    let status = head.split_whitespace().nth(1)?.parse().ok()?;
-    Some((status, body.to_string()))
-}
 
 fn assert_hides(what: &str, text: &str) {
     for secret in SECRETS {
@@ -111,15 +90,17 @@ fn no_output_carries_a_planted_secret() {
         ))
         .start();
         scratch.wait_file("ready");
-        wait_for("the health listener", PATIENCE, || get(port, "/healthz"));
+        wait_for("the health listener", PATIENCE, || {
+            http_get(port, "/healthz")
+        });
         d.signal(libc::SIGTERM);
         // During the stop, once the count was read: /status and /metrics.
         let status = wait_for("/status with the in-flight count", PATIENCE, || {
-            let (_, body) = get(port, "/status")?;
+            let (_, body) = http_get(port, "/status")?;
             let v: Value = serde_json::from_str(&body).ok()?;
             (v["in_flight"] == 7).then_some(body)
         });
-        let (_, metrics) = get(port, "/metrics").expect("/metrics");
+        let (_, metrics) = http_get(port, "/metrics").expect("/metrics");
         ready.store(true, Ordering::SeqCst);
         assert_eq!(d.wait_code(), 0, "{format_name}: drained: {}", d.stderr());
         let stderr = d.stderr();

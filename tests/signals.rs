@@ -448,8 +448,7 @@ fn real_time_signals_have_one_name_on_both_builds() {
                 .with_args(sh(&scratch, &format!("kill -{signo} $$")))
                 .run();
             assert_eq!(code, 128 + signo, "{binary}: {stderr}");
-            let r: serde_json::Value =
-                serde_json::from_str(&fs::read_to_string(&report).unwrap()).unwrap();
+            let r: serde_json::Value = exit_report(&report);
             assert_eq!(r["child_status"]["signaled"], name, "{binary}: {r}");
             assert!(
                 stderr.contains(&format!("main child was killed by {name}\n")),
@@ -478,8 +477,7 @@ fn real_time_names_in_options_follow_docker_on_both_builds() {
             });
             d.signal(signo);
             assert_eq!(d.wait_code(), 128 + signo, "{binary}: {}", d.stderr());
-            let r: serde_json::Value =
-                serde_json::from_str(&fs::read_to_string(&report).unwrap()).unwrap();
+            let r: serde_json::Value = exit_report(&report);
             assert_eq!(r["stop_trigger"], "signal", "{binary}: {r}");
             assert_eq!(r["stop_signal"], name, "{binary}: {r}");
             assert_eq!(r["child_status"]["signaled"], name, "{binary}: {r}");

@@ -22,13 +22,13 @@
 mod support;
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::{built, drainit, wait_for, Build, Scratch};
+use support::{built, drainit, free_port, wait_for, Build, Scratch};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -580,14 +580,6 @@ fn every_prometheus_config_passes_promtool() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// The body of a GET on 127.0.0.1 (HTTP/1.0: the server closes).

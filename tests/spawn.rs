@@ -118,8 +118,7 @@ fn a_command_whose_program_vanished_is_a_warning_and_the_stop_goes_on() {
         );
         // The child that could not exec was collected by the spawner: the
         // reaper never met it as an orphan.
-        let r: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+        let r: serde_json::Value = exit_report(&report);
         assert_eq!(r["orphans_reaped"], 0, "{binary}: {r}");
     }
 }

