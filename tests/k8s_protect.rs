@@ -448,7 +448,9 @@ fn after_a_panic_of_the_loop_the_pods_grace_is_kept() {
     // last resort (the core fails on every signal, the fallback's too)
     // keep that grace, not the 25 s default.
     for fault in ["event_loop", "core"] {
-        let pod = Pod::new("k8s-grace-fallback", &["--grace", "10"], true);
+        let Some(pod) = Pod::new("k8s-grace-fallback", &["--grace", "10"], true) else {
+            return;
+        };
         let s = &pod.s;
         let addr = free_addr();
         let report = s.file("report.json");
@@ -850,7 +852,9 @@ fn the_build_without_the_feature_refuses_the_option() {
 #[test]
 fn a_pod_taken_from_hostname_is_one_warning() {
     for pod_name in ["", POD] {
-        let pod = Pod::new("k8s-hostname", &["--grace", "10"], true);
+        let Some(pod) = Pod::new("k8s-hostname", &["--grace", "10"], true) else {
+            return;
+        };
         let d = pod
             .launch(&[])
             .env("POD_NAME", pod_name)
@@ -890,7 +894,9 @@ fn a_pod_taken_from_hostname_is_one_warning() {
 #[test]
 fn an_unreadable_pod_grace_is_one_true_warning() {
     for odd in [r#""30""#, r#"{"seconds":30}"#] {
-        let pod = Pod::new("k8s-odd-grace", &["--grace-json", odd], true);
+        let Some(pod) = Pod::new("k8s-odd-grace", &["--grace-json", odd], true) else {
+            return;
+        };
         let addr = free_addr();
         let d = pod.launch(&["--serve", &addr]).start();
         pod.s.wait_file("ready");
