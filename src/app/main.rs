@@ -357,8 +357,7 @@ fn prepare_process(
     // Not PID 1: orphans would go to the real init and stay zombies there
     // from our point of view, so become their reaper (as catatonit does)
     // instead of only warning like tini.
-    let pid1 = std::process::id() == 1;
-    if config.subreaper || !pid1 {
+    if config.subreaper || !config.pid1 {
         // SAFETY: prctl with integer arguments.
         if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong) } != 0 {
             let e = std::io::Error::last_os_error();

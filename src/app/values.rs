@@ -8,6 +8,7 @@ use std::time::Duration;
 use crate::core::settings::{LogFormat, ProbeTarget};
 use crate::io::signals;
 use crate::proto::drain_body as drain;
+use crate::proto::exchange::Method;
 use crate::proto::http;
 
 pub fn parse_bool(text: &str) -> Result<bool, String> {
@@ -131,12 +132,12 @@ pub fn parse_url(text: &str) -> Result<String, String> {
     Ok(text.trim().to_string())
 }
 
-pub fn parse_method(text: &str) -> Result<String, String> {
+pub fn parse_method(text: &str) -> Result<Method, String> {
     let t = text.trim();
     if t.is_empty() || !t.bytes().all(|b| b.is_ascii_alphabetic()) {
         return Err("expected an HTTP method such as POST, PUT or GET".into());
     }
-    Ok(t.to_ascii_uppercase())
+    Ok(Method::from(t.to_ascii_uppercase()))
 }
 
 pub fn parse_pointer(text: &str) -> Result<String, String> {

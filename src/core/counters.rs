@@ -9,7 +9,10 @@ use crate::proto::http::{Failure, Response};
 pub enum RequestKind {
     Hook,
     Drain,
-    EcsMetadata,
+    /// The platform's stop watch (`core::watch`). Its label stays the one
+    /// published since the ECS watch came, `ecs_metadata`: ECS is the only
+    /// watch platform, and a metric's label is part of the contract.
+    Watch,
     ProtectPoll,
     ProtectUpdate,
 }
@@ -18,7 +21,7 @@ impl RequestKind {
     pub const ALL: [RequestKind; 5] = [
         RequestKind::Hook,
         RequestKind::Drain,
-        RequestKind::EcsMetadata,
+        RequestKind::Watch,
         RequestKind::ProtectPoll,
         RequestKind::ProtectUpdate,
     ];
@@ -27,7 +30,7 @@ impl RequestKind {
         match self {
             RequestKind::Hook => "stop_hook",
             RequestKind::Drain => "drain",
-            RequestKind::EcsMetadata => "ecs_metadata",
+            RequestKind::Watch => "ecs_metadata",
             RequestKind::ProtectPoll => "protect_poll",
             RequestKind::ProtectUpdate => "protect_update",
         }

@@ -14,6 +14,9 @@ use crate::proto::notify_msg::Access;
 /// a new option's field touches no test that does not use it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Config {
+    /// Whether drainit is PID 1 of its namespace: known once, when the
+    /// configuration is read, for everything that behaves differently.
+    pub pid1: bool,
     pub program: OsString,
     pub args: Vec<OsString>,
     pub subreaper: bool,

@@ -161,8 +161,7 @@ fn supervise(
         publisher,
         address,
     } = run;
-    // Whether drainit is PID 1 of its namespace, known once for the run.
-    let pid1 = std::process::id() == 1;
+    let pid1 = config.pid1;
     let mut exec = Executor::new(config, pid, pid1, outbox);
     let mut shell = Shell::default();
     shell.publisher = publisher;

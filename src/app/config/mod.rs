@@ -135,6 +135,7 @@ impl Config {
         let log_format = env.value_or_default(&options::LOG_FORMAT, parse_log_format)?;
         let timeline = stop::timeline(env, &sources, grace)?;
         let mut config = Config {
+            pid1: std::process::id() == 1,
             notify,
             grace_max,
             log_format,

@@ -60,7 +60,7 @@ impl Sources {
             stop_hooks: stop_urls
                 .into_iter()
                 .map(|url| Target {
-                    method: stop_method.as_str().into(),
+                    method: stop_method.clone(),
                     url,
                 })
                 .collect(),

@@ -111,7 +111,7 @@ impl Backend for Watch {
     }
 
     fn purpose(&self) -> RequestKind {
-        RequestKind::EcsMetadata
+        RequestKind::Watch
     }
 
     fn start(&self) -> Option<Request> {
