@@ -202,7 +202,7 @@ fn stalled_pipe() -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
 /// started, as it does with a stderr that takes the line.
 #[test]
 fn a_usage_error_never_waits_for_a_stalled_stderr() {
-    use std::process::{Command, Stdio};
+    use std::process::Stdio;
     for build in BUILDS {
         for (flags, vars) in [
             (&["--grace", "bogus"][..], &[][..]),
@@ -211,10 +211,8 @@ fn a_usage_error_never_waits_for_a_stalled_stderr() {
             let scratch = Scratch::new("stalled-usage");
             let marker = scratch.file("started");
             let (_read, write) = stalled_pipe();
-            let mut command = Command::new("unshare");
+            let mut command = as_pid1(built(build));
             command
-                .args(["--pid", "--fork", "--mount-proc", "--kill-child"])
-                .arg(built(build))
                 .args(flags)
                 .args(["--", "/bin/touch", path_str(&marker)])
                 .env_remove("DRAINIT_GRACE")
@@ -240,7 +238,7 @@ fn a_usage_error_never_waits_for_a_stalled_stderr() {
 /// not at the deadline (124). The same under drainit's own name.
 #[test]
 fn drain_commands_run_in_the_childs_start_directory_under_every_name() {
-    use std::process::{Command, Stdio};
+    use std::process::Stdio;
     for build in BUILDS {
         for name in ["dumb-init", "drainit"] {
             let scratch = Scratch::new("start-dir");
@@ -249,9 +247,7 @@ fn drain_commands_run_in_the_childs_start_directory_under_every_name() {
             let link = scratch.file(name);
             std::os::unix::fs::symlink(built(build), &link).unwrap();
             let stderr = scratch.file("stderr");
-            let mut child = Command::new("unshare")
-                .args(["--pid", "--fork", "--mount-proc", "--kill-child"])
-                .arg(&link)
+            let mut child = as_pid1(&link)
                 .args([
                     "--drain-exec",
                     "test -f state/ready",
@@ -362,7 +358,7 @@ fn drain_pipe(read: &mut std::fs::File, all: &mut Vec<u8>, at_most: usize) {
 #[test]
 fn a_long_report_line_does_not_cost_the_emf_line_behind_it() {
     use std::os::fd::{FromRawFd, OwnedFd};
-    use std::process::{Command, Stdio};
+    use std::process::Stdio;
     use support::server::{json, Server};
     let busy = Server::start(|_, _| json(200, r#"{"readyForTermination":false}"#));
     // Without a writer thread (the pipe opened again), and with one.
@@ -392,10 +388,8 @@ fn a_long_report_line_does_not_cost_the_emf_line_behind_it() {
              python3 -c '{FILL}'; touch \"$D/filled\"; \
              while [ ! -e \"$D/go\" ]; do sleep 0.01; done; exit 0"
         );
-        let mut command = Command::new("unshare");
+        let mut command = as_pid1(built(build));
         command
-            .args(["--pid", "--fork", "--mount-proc", "--kill-child"])
-            .arg(built(build))
             .args(["--emf", "--grace", "60s", "--exit-report"])
             .arg(&report);
         for i in 0..40 {

@@ -209,6 +209,32 @@ impl ReportFile {
         Ok(())
     }
 
+    /// `name` in the report's directory opened for writing, created if
+    /// missing, never through a link (`O_NOFOLLOW`), with `extra` flags.
+    fn open(&self, name: &CString, extra: libc::c_int) -> io::Result<std::fs::File> {
+        use std::os::fd::AsRawFd;
+        let flags = libc::O_WRONLY
+            | libc::O_CREAT
+            | libc::O_NOFOLLOW
+            | libc::O_NOCTTY
+            | libc::O_CLOEXEC
+            | extra;
+        // SAFETY: openat with a valid C string; the fd is owned at once.
+        let fd = unsafe {
+            libc::openat(
+                self.dir.as_raw_fd(),
+                name.as_ptr(),
+                flags,
+                0o644 as libc::c_uint,
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a fresh descriptor nothing else owns.
+        Ok(std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
     /// The report in a new file (`O_EXCL`, never an existing one) renamed
     /// over the name: true when done, false when the name cannot be
     /// replaced that way (then it is written in place); an error when
@@ -228,28 +254,11 @@ impl ReportFile {
             let Ok(temp) = CString::new(temp) else {
                 return Ok(false);
             };
-            // SAFETY: openat with a valid C string; the fd is owned at once.
-            let fd = unsafe {
-                libc::openat(
-                    dir,
-                    temp.as_ptr(),
-                    libc::O_WRONLY
-                        | libc::O_CREAT
-                        | libc::O_EXCL
-                        | libc::O_NOFOLLOW
-                        | libc::O_NOCTTY
-                        | libc::O_CLOEXEC,
-                    0o644 as libc::c_uint,
-                )
+            let mut file = match self.open(&temp, libc::O_EXCL) {
+                Ok(file) => file,
+                Err(e) if e.raw_os_error() == Some(libc::EEXIST) => continue,
+                Err(_) => return Ok(false),
             };
-            if fd < 0 {
-                if io::Error::last_os_error().raw_os_error() == Some(libc::EEXIST) {
-                    continue;
-                }
-                return Ok(false);
-            }
-            // SAFETY: a fresh descriptor nothing else owns.
-            let mut file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
             let written = file.write_all(bytes);
             drop(file);
             // SAFETY: renameat and unlinkat with valid C strings in our
@@ -271,30 +280,12 @@ impl ReportFile {
     /// The report written into the file at the name, opened without
     /// following a link, only when it is a regular file of its own.
     fn in_place(&self, bytes: &[u8]) -> io::Result<()> {
-        use std::os::fd::AsRawFd;
-        // SAFETY: openat with a valid C string; the fd is owned at once.
-        let fd = unsafe {
-            libc::openat(
-                self.dir.as_raw_fd(),
-                self.name.as_ptr(),
-                libc::O_WRONLY
-                    | libc::O_CREAT
-                    | libc::O_NOFOLLOW
-                    | libc::O_NONBLOCK
-                    | libc::O_NOCTTY
-                    | libc::O_CLOEXEC,
-                0o644 as libc::c_uint,
-            )
-        };
-        if fd < 0 {
-            let e = io::Error::last_os_error();
-            if e.raw_os_error() == Some(libc::ELOOP) {
-                return Err(refused("a symbolic link"));
+        let mut file = match self.open(&self.name, libc::O_NONBLOCK) {
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                return Err(refused("a symbolic link"))
             }
-            return Err(e);
-        }
-        // SAFETY: a fresh descriptor nothing else owns.
-        let mut file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+            opened => opened?,
+        };
         // What was opened, not what was looked at: swapped in between, a
         // FIFO or a hard link to someone else's file is refused too.
         let meta = file.metadata()?;

@@ -539,6 +539,17 @@ pub enum Build {
 
 /// Builds (once per test run, into its own target dir) and returns the path
 /// of a release drainit binary.
+/// `unshare --pid --fork --mount-proc --kill-child BINARY`: the binary as
+/// PID 1 of a fresh PID namespace, for a test that sets the command's
+/// streams itself (`drainit()` sets them for the others).
+pub fn as_pid1(binary: impl AsRef<OsStr>) -> Command {
+    let mut command = Command::new("unshare");
+    command
+        .args(["--pid", "--fork", "--mount-proc", "--kill-child"])
+        .arg(binary);
+    command
+}
+
 pub fn built(build: Build) -> String {
     use std::collections::HashMap;
     use std::sync::{Mutex, OnceLock};
