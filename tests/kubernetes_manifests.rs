@@ -55,6 +55,7 @@ fn manifests_pass_the_published_schemas_and_the_policy_holds() {
         .collect();
     for expected in [
         "examples/kubernetes/deployment.yaml: Deployment/worker",
+        "examples/kubernetes/pdb.yaml: PodDisruptionBudget/worker",
         "examples/kubernetes/protect.yaml: ServiceAccount/worker",
         "examples/kubernetes/protect.yaml: Role/drainit-protect",
         "examples/kubernetes/protect.yaml: RoleBinding/drainit-protect",
@@ -111,4 +112,117 @@ fn the_example_asks_for_exactly_get_and_patch_on_pods() {
         .unwrap();
     assert!(command.contains("\"--k8s-protect\""), "{command}");
     assert!(!command.contains("--grace"), "{command}");
+}
+
+/// YAML documents as JSON values (PyYAML), in order.
+fn yaml_documents(text: &str) -> Vec<Value> {
+    let mut child = Command::new("python3")
+        .args([
+            "-c",
+            "import json, sys, yaml; print(json.dumps([d for d in yaml.safe_load_all(sys.stdin) if d]))",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 runs");
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "PyYAML could not read the YAML");
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// `examples/kubernetes/protect/`, a kustomize component, built offline by
+/// `kubectl kustomize` into an overlay with a Deployment of its own: the
+/// Deployment gains the service account, POD_NAME and
+/// DRAINIT_K8S_CONTAINER (its own variables kept), and the access and
+/// policy objects are exactly those of `protect.yaml` (and so of the docs).
+#[test]
+fn the_kustomize_component_adds_protection_to_a_deployment() {
+    if !support::or_skip(
+        support::has_command("kubectl") && support::python_imports("yaml"),
+        "the kustomize component",
+        "kubectl (its kustomize builds offline) or python3's yaml is missing",
+        "DRAINIT_REQUIRE_KUBECTL",
+    ) {
+        return;
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    // Inside the repository, two levels down: kustomize takes a component
+    // only by a relative path.
+    let overlay = root
+        .join("target")
+        .join(format!("kustomize-{}", std::process::id()));
+    std::fs::create_dir_all(&overlay).unwrap();
+    std::fs::write(
+        overlay.join("kustomization.yaml"),
+        "resources:\n  - app.yaml\ncomponents:\n  - ../../examples/kubernetes/protect\n",
+    )
+    .unwrap();
+    std::fs::write(
+        overlay.join("app.yaml"),
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: queue\n  namespace: jobs\n\
+         spec:\n  selector:\n    matchLabels:\n      app: queue\n  template:\n    metadata:\n      \
+         labels:\n        app: queue\n    spec:\n      containers:\n        - name: worker\n          \
+         image: registry.example.com/queue:1\n          command: [\"/drainit\", \"--k8s-protect\", \
+         \"--drain-url\", \"http://127.0.0.1:8080/drain\", \"--\"]\n          args: [\"/app/queue\"]\n          \
+         env:\n            - name: QUEUE\n              value: jobs-high\n        - name: metrics\n          \
+         image: registry.example.com/exporter:1\n",
+    )
+    .unwrap();
+    let out = Command::new("kubectl")
+        .arg("kustomize")
+        .arg(&overlay)
+        .output()
+        .expect("kubectl runs");
+    let _ = std::fs::remove_dir_all(&overlay);
+    assert!(
+        out.status.success(),
+        "kubectl kustomize: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let built = yaml_documents(&String::from_utf8_lossy(&out.stdout));
+    let named = |docs: &[Value], kind: &str| -> Value {
+        docs.iter()
+            .find(|d| d["kind"] == kind)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {kind} in {docs:#?}"))
+    };
+    let deployment = named(&built, "Deployment");
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"], "worker");
+    let worker = &pod["containers"][0];
+    assert_eq!(worker["name"], "worker");
+    let env = worker["env"].as_array().unwrap();
+    let var = |name: &str| env.iter().find(|e| e["name"] == name).cloned();
+    assert_eq!(var("QUEUE").unwrap()["value"], "jobs-high", "{env:#?}");
+    assert_eq!(
+        var("POD_NAME").unwrap()["valueFrom"]["fieldRef"]["fieldPath"],
+        "metadata.name"
+    );
+    assert_eq!(var("DRAINIT_K8S_CONTAINER").unwrap()["value"], "worker");
+    assert_eq!(
+        pod["containers"][1]["env"],
+        Value::Null,
+        "only drainit's container"
+    );
+
+    let example = yaml_documents(
+        &std::fs::read_to_string(root.join("examples/kubernetes/protect.yaml")).unwrap(),
+    );
+    for kind in [
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    ] {
+        assert_eq!(named(&built, kind), named(&example, kind), "{kind}");
+    }
+    assert_eq!(built.len(), 6, "{built:#?}");
 }
