@@ -422,6 +422,36 @@ fn a_request_thread_reports_once() {
     }
 }
 
+/// What the core adds to a request reaches the API server: its headers
+/// (an `Accept` of its own replaces the default one) and its query.
+#[test]
+fn a_requests_headers_and_query_are_sent() {
+    if !k8s_api::available() {
+        return;
+    }
+    const PARTIAL: &str =
+        "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
+    let server = FakeApi::start(&[]);
+    let place = server.place();
+    let mut get = k8s::pod_request(Method::Get, None);
+    get.query = vec![("resourceVersion", "0".into())];
+    let busy = api::patch_body(Managed::ALL, true, 7);
+    let mut patch = k8s::pod_request(Method::Patch, Some(&busy));
+    patch.headers = vec![("Accept", PARTIAL.into())];
+    let mut answers = Vec::new();
+    for request in [&get, &patch] {
+        k8s::run_and_report(&place, request, TIMEOUT, |r| answers.push(r.unwrap()));
+    }
+    let body = |i: usize| serde_json::from_slice::<Value>(&answers[i].body).unwrap();
+    assert_eq!(body(0)["kind"], "Pod");
+    assert_eq!(body(1)["kind"], "PartialObjectMetadata");
+    let requests = server.requests();
+    assert_eq!(requests[0]["query"], "resourceVersion=0");
+    assert_eq!(requests[0]["headers"]["accept"], "application/json");
+    assert_eq!(requests[1]["query"], "");
+    assert_eq!(requests[1]["headers"]["accept"], PARTIAL);
+}
+
 #[test]
 fn a_dropped_connection_is_a_failure_at_once() {
     if !k8s_api::available() {
