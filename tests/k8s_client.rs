@@ -838,7 +838,8 @@ fn drainit_runs_the_app_whatever_the_lookup_and_retries_it() {
             .filter(|l| l.contains("Kubernetes pod protection:") && l.contains(NAME))
             .collect();
         assert!(!said.is_empty(), "{build:?}: {stderr}");
-        assert!(said[0].contains("resolve"), "{build:?}: {}", said[0]);
+        // "cannot resolve", or "timed out resolving" on a machine slow enough.
+        assert!(said[0].contains("resolv"), "{build:?}: {}", said[0]);
         assert!(d.try_code().is_none(), "{build:?}: {stderr}");
         let seen = fs::read_to_string(server.dir.file("requests.jsonl")).unwrap_or_default();
         assert!(seen.is_empty(), "{build:?}: {seen}");
