@@ -8,7 +8,8 @@
 //! bounded in time and memory. An API server named by a DNS name
 //! (`KUBERNETES_SERVICE_HOST`): verified by its DNS SAN with SNI sent, an
 //! IP SAN refused for a name (and a DNS SAN for an address), a name that
-//! does not resolve a failure that reaches no server; drainit itself (both
+//! does not resolve a failure that reaches no server, a resolver that never
+//! answers bounded by the request's deadline; drainit itself (both
 //! libc builds) starts the app whatever the lookup does, retries, and goes
 //! through once the name resolves; a host that is neither is exit 2.
 //!
@@ -756,6 +757,53 @@ fn a_name_that_does_not_resolve_reaches_no_server() {
     let failure = k8s::patch_pod(&place, &busy, TIMEOUT).unwrap_err();
     assert_eq!(failure.kind, Kind::Resolve, "{failure}");
     assert!(started.elapsed() < TIMEOUT, "{:?}", started.elapsed());
+    let seen = fs::read_to_string(server.dir.file("requests.jsonl")).unwrap_or_default();
+    assert!(seen.is_empty(), "{seen}");
+}
+
+/// A resolver that takes every query and never answers: the lookup costs
+/// a request its own deadline and no more, the next request finds the
+/// name's lookup still running and fails at once (`resolver_busy`, no
+/// second lookup thread), and once the resolver gives up (resolv.conf's
+/// 2 s) a request fails as a name that does not resolve. Nothing reaches
+/// the API server.
+#[test]
+fn a_resolver_that_never_answers_costs_a_request_its_deadline_only() {
+    if !k8s_api::available() {
+        return;
+    }
+    let server = FakeApi::start(&[]);
+    let place = server.place_at("silent.drainit.test");
+    // A loopback address of this test's own (all of 127/8 is loopback),
+    // so that tests running side by side never share the socket.
+    let pid = std::process::id();
+    let at = format!("127.53.{}.{}", (pid >> 8) & 0xff, (pid & 0xff).max(1));
+    let _silent = std::net::UdpSocket::bind(format!("{at}:53")).unwrap();
+    let s = Scratch::new("k8s-silent-dns");
+    let dir = names_dir(&s, "");
+    fs::write(
+        dir.join("resolv.conf"),
+        format!("nameserver {at}\noptions timeout:2 attempts:1\n"),
+    )
+    .unwrap();
+    names_at(&dir)().unwrap();
+    let deadline = Duration::from_millis(500);
+    let started = Instant::now();
+    let failure = k8s::get_pod(&place, deadline).unwrap_err();
+    let took = started.elapsed();
+    assert_eq!(failure.kind, Kind::Timeout, "{failure}");
+    assert!(failure.detail.contains("silent.drainit.test"), "{failure}");
+    assert!(
+        took >= deadline && took < deadline + Duration::from_secs(1),
+        "{took:?}"
+    );
+    let busy = k8s::get_pod(&place, deadline).unwrap_err();
+    assert_eq!(busy.kind, Kind::ResolverBusy, "{busy}");
+    let failure = wait_for("the resolver to give up", PATIENCE, || {
+        let failure = k8s::get_pod(&place, TIMEOUT).unwrap_err();
+        (failure.kind != Kind::ResolverBusy).then_some(failure)
+    });
+    assert_eq!(failure.kind, Kind::Resolve, "{failure}");
     let seen = fs::read_to_string(server.dir.file("requests.jsonl")).unwrap_or_default();
     assert!(seen.is_empty(), "{seen}");
 }
