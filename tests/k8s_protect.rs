@@ -800,11 +800,8 @@ fn bad_kubernetes_settings_exit_2() {
     );
     assert_usage_error(
         &["--k8s-protect", drain[0], drain[1]],
-        &[
-            ("KUBERNETES_SERVICE_HOST", "kubernetes.default.svc"),
-            pod[1],
-        ],
-        "not an IP address",
+        &[("KUBERNETES_SERVICE_HOST", "a b"), pod[1]],
+        "neither an IP address nor a DNS name",
     );
 }
 

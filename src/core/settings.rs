@@ -2,12 +2,13 @@
 //! command line and the environment, and what the core and shell read.
 
 use std::ffi::OsString;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::proto::http::Target;
 use crate::proto::k8s::Managed;
+use crate::proto::k8s_host::Host;
 use crate::proto::notify_msg::Access;
 
 /// `Default` is for tests: a test builds the `Config` it needs from it, so
@@ -150,8 +151,9 @@ pub struct ProtectConfig {
 /// what the protection writes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct K8sConfig {
-    /// The API server (`KUBERNETES_SERVICE_HOST`, `KUBERNETES_SERVICE_PORT`).
-    pub ip: IpAddr,
+    /// The API server (`KUBERNETES_SERVICE_HOST`, `KUBERNETES_SERVICE_PORT`):
+    /// an address or a name, looked up only when a request is sent.
+    pub host: Host,
     pub port: u16,
     /// The service account's namespace and the pod's name.
     pub namespace: String,

@@ -271,6 +271,15 @@ pub fn send_for_status(target: &Target, timeout: Duration) -> Result<u16, Failur
     exchange(target, "", None, timeout, true).map(|r| r.status)
 }
 
+/// A connection to `host:port` by the deadline: an IP literal or
+/// `localhost` at once, a name looked up first as every request's is
+/// (`lookup`), each address tried in turn (the Kubernetes client's
+/// connect, `io::tls`).
+pub fn connect_host(host: &str, port: u16, deadline: Instant) -> Result<TcpStream, Failure> {
+    let addrs = addresses(host, port, deadline)?;
+    connect(&addrs, deadline)
+}
+
 /// A TCP connect to `host:port` within `timeout` (`--probe tcp://`).
 pub fn connect_only(host: &str, port: u16, timeout: Duration) -> Result<(), Failure> {
     let deadline = Instant::now() + timeout.max(Duration::from_millis(1));

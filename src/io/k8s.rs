@@ -3,7 +3,11 @@
 //! `HOSTNAME`, the service-account namespace), and one `GET` or merge
 //! `PATCH` of drainit's own pod over `io::tls`, with the token and the CA
 //! read again from the service-account directory before every request
-//! (the kubelet rotates the projected token about hourly).
+//! (the kubelet rotates the projected token about hourly). The API
+//! server's host may be a DNS name: it is looked up by each request, on
+//! the request thread and within the request's deadline, so a lookup that
+//! fails is a failed request like any other (retried with the back-end's
+//! backoff), and nothing on the way to the child's start waits for it.
 //!
 //! There is no other way in: no kubeconfig, no proxy variables, no system
 //! roots, no insecure mode, and the directory is always the standard one
@@ -12,7 +16,6 @@
 //! answer means is `proto::k8s::verdict`.
 
 use std::io::Read;
-use std::net::IpAddr;
 use std::path::Path;
 use std::time::Duration;
 
@@ -20,6 +23,7 @@ use crate::io::{http, tls};
 use crate::proto::exchange::{Auth, Endpoint, Method, Request};
 use crate::proto::http::{Failure, Kind, Response};
 use crate::proto::k8s as api;
+use crate::proto::k8s_host::{self as host, Host};
 
 /// Where the service account's token, CA and namespace are mounted.
 pub const SA_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
@@ -31,7 +35,8 @@ const NAMESPACE_LIMIT: usize = 256;
 /// drainit's pod and the API server that holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Place {
-    pub ip: IpAddr,
+    /// An address, or a name looked up by each request.
+    pub host: Host,
     pub port: u16,
     pub namespace: String,
     pub pod: String,
@@ -74,14 +79,14 @@ impl Place {
     /// file: a clear message when drainit is not in a pod.
     pub fn from_environment() -> Result<Place, String> {
         let var = |name: &str| std::env::var(name).ok();
-        let (ip, port) = api::api_address(
+        let (host, port) = host::api_address(
             var("KUBERNETES_SERVICE_HOST").as_deref(),
             var("KUBERNETES_SERVICE_PORT").as_deref(),
         )?;
         let pod = api::pod_name(var("POD_NAME").as_deref(), var("HOSTNAME").as_deref())?;
         let namespace = read_namespace()?;
         Ok(Place {
-            ip,
+            host,
             port,
             namespace,
             pod,
@@ -144,13 +149,13 @@ fn send(place: &Place, req: &Request, timeout: Duration) -> Result<Response, Fai
     let ca = read_bounded(&sa.join("ca.crt"), tls::CA_LIMIT).map_err(local)?;
     let request = api::request(
         req,
-        &api::authority(place.ip, place.port),
+        &place.host.authority(place.port),
         &api::pod_path(&place.namespace, &place.pod),
         token,
     )
     .map_err(|e| Failure::new(Kind::Internal, &e))?;
     let (mut response, head) = tls::send(&tls::Exchange {
-        ip: place.ip,
+        host: &place.host,
         port: place.port,
         ca_pem: &ca,
         request: &request,

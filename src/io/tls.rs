@@ -1,14 +1,19 @@
-//! One bounded HTTPS exchange with a server named by its IP address (the
-//! Kubernetes API server): rustls with the ring provider trimmed to what an
-//! API server uses, the certificate verified against one given CA (no
-//! system roots, no way to skip the check) by the address's IP SAN, and
-//! drainit's own request bytes and response decoder over rustls's stream.
+//! One bounded HTTPS exchange with a server named by its IP address or by
+//! a DNS name (the Kubernetes API server, `proto::k8s_host`): rustls with
+//! the ring provider trimmed to what an API server uses, the certificate
+//! verified against one given CA (no system roots, no way to skip the
+//! check) by the address's IP SAN or the name's DNS SAN (the name sent as
+//! SNI, an address never), and drainit's own request bytes and response
+//! decoder over rustls's stream.
 //!
-//! The bounds: one deadline for the whole exchange (connect, handshake,
-//! request, answer), every socket read and write waits at most until it,
-//! and what the server sends passes the HTTP client's `Decoder` with the
-//! API server's larger bounds (`proto::k8s::API_BODY_LIMIT`, a pod can be
-//! over a MiB, and `API_EXCHANGE_LIMIT`); rustls itself holds at most one
+//! The bounds: one deadline for the whole exchange (a name's lookup,
+//! connect, handshake, request, answer; the lookup is the HTTP client's,
+//! `io::http::connect_host`, on a thread of its own that the exchange
+//! waits for only until the deadline), every socket read and write waits
+//! at most until it, and what the server sends passes the HTTP client's
+//! `Decoder` with the API server's larger bounds
+//! (`proto::k8s::API_BODY_LIMIT`, a pod can be over a MiB, and
+//! `API_EXCHANGE_LIMIT`); rustls itself holds at most one
 //! TLS record and one handshake message per direction. A server that
 //! dribbles, stalls after the handshake or sends without end costs a
 //! bounded amount of memory and at most the deadline.
@@ -20,7 +25,7 @@
 //! client certificates, no session resumption.
 
 use std::io::{self, Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -28,13 +33,14 @@ use rustls::crypto::ring::{cipher_suite, kx_group};
 use rustls::crypto::WebPkiSupportedAlgorithms;
 use rustls::crypto::{CryptoProvider, GetRandomFailed, KeyProvider, SecureRandom};
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::pki_types::{CertificateDer, DnsName, PrivateKeyDer, ServerName};
 use rustls::{ClientConfig, ClientConnection, RootCertStore, SignatureScheme};
 use webpki::ring as alg;
 
 use crate::proto::http::{Failure, Kind, Response};
 use crate::proto::http_decoder::{Decoder, Limits, Step, HEAD_LIMIT};
 use crate::proto::k8s::{API_BODY_LIMIT, API_EXCHANGE_LIMIT};
+use crate::proto::k8s_host::Host;
 
 /// Largest CA bundle read (a few certificates during a CA rotation are a
 /// few KiB).
@@ -167,6 +173,7 @@ pub fn config(ca_pem: &[u8]) -> Result<ClientConfig, Failure> {
         .with_no_client_auth();
     // One exchange per connection: nothing to resume.
     config.resumption = rustls::client::Resumption::disabled();
+    // No SNI unless `send` names the server by a DNS name.
     config.enable_sni = false;
     Ok(config)
 }
@@ -207,12 +214,16 @@ impl Write for Timed<'_> {
 /// What went wrong in a handshake, in a few fixed words: rustls's own
 /// `Display` formats its nested enums with `Debug`, which would put all
 /// their names into the binary for a message nobody needs in detail.
-fn tls_text(e: &rustls::Error) -> &'static str {
+/// `by_name`: the server was named by a DNS name, not an address.
+fn tls_text(e: &rustls::Error, by_name: bool) -> &'static str {
     use rustls::CertificateError as C;
     match e {
         rustls::Error::InvalidCertificate(c) => match c {
             C::UnknownIssuer => {
                 "the API server's certificate is not signed by the service-account CA"
+            }
+            C::NotValidForName | C::NotValidForNameContext { .. } if by_name => {
+                "the API server's certificate does not name KUBERNETES_SERVICE_HOST (no matching DNS SAN)"
             }
             C::NotValidForName | C::NotValidForNameContext { .. } => {
                 "the API server's certificate does not name its IP address (no matching IP SAN)"
@@ -239,9 +250,9 @@ fn tls_text(e: &rustls::Error) -> &'static str {
 
 /// A socket or TLS error as a request failure: rustls's own errors (a
 /// certificate refused, a handshake failure) are `tls`.
-fn failure(e: &io::Error) -> Failure {
+fn failure(e: &io::Error, by_name: bool) -> Failure {
     if let Some(tls) = e.get_ref().and_then(|e| e.downcast_ref::<rustls::Error>()) {
-        return Failure::new(Kind::Tls, tls_text(tls));
+        return Failure::new(Kind::Tls, tls_text(tls, by_name));
     }
     match e.kind() {
         io::ErrorKind::ConnectionRefused => Failure::new(Kind::Refused, "connection refused"),
@@ -256,13 +267,15 @@ fn failure(e: &io::Error) -> Failure {
 
 /// What one exchange is made of: where, whom to trust, what to send.
 pub struct Exchange<'a> {
-    pub ip: IpAddr,
+    /// The server: an address, or a name looked up within the deadline.
+    pub host: &'a Host,
     pub port: u16,
     /// The PEM bundle the server's certificate must chain to.
     pub ca_pem: &'a [u8],
     /// The whole request, head and body (see `proto::k8s::request`).
     pub request: &'a [u8],
-    /// The whole exchange's time, connect to the answer's last byte.
+    /// The whole exchange's time, a name's lookup to the answer's last
+    /// byte.
     pub timeout: Duration,
 }
 
@@ -270,30 +283,40 @@ pub struct Exchange<'a> {
 /// answer's first bytes (at most `decoder::HEAD_LIMIT`), where its head
 /// is, for the headers the decoder does not keep (`Retry-After`). The request is sent
 /// only after the handshake has verified the server: a certificate that
-/// does not chain to the CA or does not name the address (IP SAN) ends the
-/// exchange with a `tls` failure and nothing written.
+/// does not chain to the CA or does not name the host (the address's IP
+/// SAN, the name's DNS SAN) ends the exchange with a `tls` failure and
+/// nothing written. A name that does not resolve (or not in time) is a
+/// `resolve` (or `timeout`) failure, and nothing is sent anywhere.
 pub fn send(exchange: &Exchange) -> Result<(Response, Vec<u8>), Failure> {
     let deadline = Instant::now() + exchange.timeout.max(Duration::from_millis(1));
-    let config = Arc::new(config(exchange.ca_pem)?);
-    let name = ServerName::IpAddress(exchange.ip.into());
-    let mut conn = ClientConnection::new(config, name)
+    let mut config = config(exchange.ca_pem)?;
+    let (name, by_name) = match exchange.host {
+        Host::Ip(ip) => (ServerName::IpAddress((*ip).into()), false),
+        Host::Name(name) => {
+            let dns = DnsName::try_from(name.clone())
+                .map_err(|_| Failure::new(Kind::Internal, "TLS set-up: not a DNS name"))?;
+            (ServerName::DnsName(dns), true)
+        }
+    };
+    // rustls sends SNI for a DNS name only; an address has none to send.
+    config.enable_sni = by_name;
+    let mut conn = ClientConnection::new(Arc::new(config), name)
         .map_err(|_| Failure::new(Kind::Internal, "TLS set-up: no client connection"))?;
-    let addr = SocketAddr::new(exchange.ip, exchange.port);
-    let connect_time = left(deadline).map_err(|e| failure(&e))?;
-    let tcp = TcpStream::connect_timeout(&addr, connect_time).map_err(|e| failure(&e))?;
+    let failure = |e: io::Error| failure(&e, by_name);
+    let tcp = crate::io::http::connect_host(&exchange.host.to_string(), exchange.port, deadline)?;
     let _ = tcp.set_nodelay(true);
     let mut sock = Timed {
         tcp: &tcp,
         deadline,
     };
     while conn.is_handshaking() {
-        conn.complete_io(&mut sock).map_err(|e| failure(&e))?;
+        conn.complete_io(&mut sock).map_err(failure)?;
     }
     let mut stream = rustls::Stream::new(&mut conn, &mut sock);
     stream
         .write_all(exchange.request)
         .and_then(|()| stream.flush())
-        .map_err(|e| failure(&e))?;
+        .map_err(failure)?;
     let mut decoder = Decoder::with_limits(
         false,
         Limits {
@@ -316,7 +339,7 @@ pub fn send(exchange: &Exchange) -> Result<(Response, Vec<u8>), Failure> {
             // Closed without close_notify: the decoder judges whether the
             // answer was whole (its length or chunks say so).
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => decoder.finish(),
-            Err(e) => return Err(failure(&e)),
+            Err(e) => return Err(failure(e)),
         };
         match step {
             Step::NeedMore => continue,
@@ -354,7 +377,7 @@ mod tests {
         // A port nobody listens on and no time at all: a timeout, at once.
         let started = Instant::now();
         let e = Exchange {
-            ip: "127.0.0.1".parse().unwrap(),
+            host: &Host::Ip("127.0.0.1".parse().unwrap()),
             port: 9,
             ca_pem: b"x",
             request: b"",

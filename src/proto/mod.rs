@@ -8,4 +8,5 @@ pub mod http_decoder;
 pub mod http_request;
 pub mod json;
 pub mod k8s;
+pub mod k8s_host;
 pub mod notify_msg;

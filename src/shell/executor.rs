@@ -151,7 +151,7 @@ impl<'a> Executor<'a> {
             .as_ref()
             .ok_or("no Kubernetes pod configured")?;
         let place = k8s::Place {
-            ip: config.ip,
+            host: config.host.clone(),
             port: config.port,
             namespace: config.namespace.clone(),
             pod: config.pod.clone(),

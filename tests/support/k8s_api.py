@@ -18,15 +18,17 @@ Certificates are made at start with `trustme`: an RSA or a P-256 CA; the
 CA's PEM goes to DIR/ca.crt (what the pod's service-account directory
 holds). The pod can be padded with a large annotation
 of someone else's (`--pad-kib`). It can also present a certificate from another CA, or one without
-the IP SAN, cap itself at TLS 1.2, and misbehave: answer a scripted status
+the IP SAN, or one with only a DNS SAN (`--cert dns-san`, for `--dns-name`, an
+API server named by `KUBERNETES_SERVICE_HOST`), cap itself at TLS 1.2, and misbehave: answer a scripted status
 (401, 403, 404, 409, 422, 429 with Retry-After, 500), drop connections
 (`drop`: unanswered; `lost`: a PATCH applied and its answer never sent),
 send an endless body, dribble its head, go silent after the handshake, or
 answer in plain HTTP without TLS.
 
 Every request is recorded, as one JSON line, in DIR/requests.jsonl: method,
-path, query, headers (lower-case names), body, TLS version, and the status
-sent. The port is written to DIR/port once it listens.
+path, query, headers (lower-case names), body, TLS version, the SNI the
+client sent (`sni`, null without one; failed handshakes record it too), and
+the status sent. The port is written to DIR/port once it listens.
 
 Like the real one it also:
 - sends a `Date` header from its own clock, which `--skew S` sets S seconds
@@ -48,7 +50,8 @@ Like the real one it also:
   for good (404 from then on); `{"op": "recreate"}` makes it again under a new
   uid (a StatefulSet pod).
 
-    k8s_api.py --dir DIR [--ca rsa|p256] [--cert good|wrong-ca|no-ip-san]
+    k8s_api.py --dir DIR [--ca rsa|p256] [--cert good|wrong-ca|no-ip-san|dns-san]
+               [--host ADDR] [--dns-name NAME]
                [--tls12] [--tokens T1,T2] [--namespace NS] [--pod NAME]
                [--grace N] [--grace-json JSON] [--annotations JSON] [--pad-kib N] [--statuses 401,200,...]
                [--retry-after N] [--skew S] [--spec JSON] [--allowed-keys K1,K2]
@@ -83,6 +86,12 @@ STATUS_REASON = {
     503: "ServiceUnavailable",
 }
 PARTIAL = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+# The SNI of the handshake under way on this thread (serve_one's).
+HANDSHAKE = threading.local()
+
+
+def note_sni(_sslobj, server_name, _context):
+    HANDSHAKE.sni = server_name
 
 
 def rfc3339(t):
@@ -309,10 +318,11 @@ def serve_one(api, raw, context):
             pass
         raw.close()
         return
+    HANDSHAKE.sni = None
     try:
         conn = context.wrap_socket(raw, server_side=True)
     except (ssl.SSLError, OSError) as e:
-        api.record({"handshake_failed": str(e)})
+        api.record({"handshake_failed": str(e), "sni": HANDSHAKE.sni})
         raw.close()
         return
     try:
@@ -323,7 +333,7 @@ def serve_one(api, raw, context):
         method, path, headers, body = request
         entry = {"method": method, "path": path.partition("?")[0],
                  "query": path.partition("?")[2], "headers": headers,
-                 "body": body, "tls": conn.version()}
+                 "body": body, "tls": conn.version(), "sni": HANDSHAKE.sni}
         if mode == "drop":
             entry["status"] = "dropped"
             api.record(entry)
@@ -390,7 +400,9 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--dir", required=True)
     p.add_argument("--ca", choices=["rsa", "p256"], default="rsa")
-    p.add_argument("--cert", choices=["good", "wrong-ca", "no-ip-san"], default="good")
+    p.add_argument("--cert", choices=["good", "wrong-ca", "no-ip-san", "dns-san"], default="good")
+    # The one DNS SAN of `--cert dns-san`.
+    p.add_argument("--dns-name", default="localhost")
     p.add_argument("--tls12", action="store_true")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--tokens", default="token-1")
@@ -413,7 +425,7 @@ def main():
     key = trustme.KeyType.RSA if args.ca == "rsa" else trustme.KeyType.ECDSA
     ca = trustme.CA(key_type=key)
     issuer = trustme.CA(key_type=key) if args.cert == "wrong-ca" else ca
-    identity = "localhost" if args.cert == "no-ip-san" else args.host
+    identity = {"no-ip-san": "localhost", "dns-san": args.dns_name}.get(args.cert, args.host)
     cert = issuer.issue_cert(identity, key_type=key)
     ca.cert_pem.write_to_path(os.path.join(args.dir, "ca.crt"))
 
@@ -422,6 +434,7 @@ def main():
     if args.tls12:
         context.maximum_version = ssl.TLSVersion.TLSv1_2
     cert.configure_cert(context)
+    context.sni_callback = note_sni
 
     api = Api(args)
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET

@@ -12,6 +12,7 @@ use crate::app::options;
 use crate::app::values::*;
 use crate::core::settings::{EcsConfig, K8sConfig, ProtectConfig};
 use crate::proto::k8s::{self as api, Managed};
+use crate::proto::k8s_host::api_address;
 
 /// The variables the ECS agent sets to the task metadata endpoint, the
 /// newest first.
@@ -177,7 +178,7 @@ pub(super) fn k8s(
         ));
     }
     let need = |e: String| UsageError(format!("--k8s-protect: {e}"));
-    let (ip, port) = api::api_address(
+    let (host, port) = api_address(
         env.get("KUBERNETES_SERVICE_HOST")?.as_deref(),
         env.get("KUBERNETES_SERVICE_PORT")?.as_deref(),
     )
@@ -197,7 +198,7 @@ pub(super) fn k8s(
         names.join(", ")
     )));
     Ok(Some(K8sConfig {
-        ip,
+        host,
         port,
         namespace,
         pod,

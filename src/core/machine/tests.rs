@@ -695,7 +695,7 @@ fn k8s_config() -> Config {
     config.timeline.grace = Some(ms(25_000));
     config.grace_max = Some(ms(25_000));
     config.k8s = Some(crate::core::settings::K8sConfig {
-        ip: "10.96.0.1".parse().unwrap(),
+        host: "10.96.0.1".parse().unwrap(),
         port: 443,
         namespace: "jobs".into(),
         pod: "worker-1".into(),

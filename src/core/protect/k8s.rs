@@ -480,7 +480,7 @@ mod tests {
 
     fn config(grace_given: bool) -> K8sConfig {
         K8sConfig {
-            ip: "10.96.0.1".parse().unwrap(),
+            host: "10.96.0.1".parse().unwrap(),
             port: 443,
             namespace: "jobs".into(),
             pod: "worker-1".into(),
