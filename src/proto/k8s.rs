@@ -123,6 +123,13 @@ impl Managed {
     }
 }
 
+/// The `Accept` of a `PATCH`: the answer as `PartialObjectMetadata` (the
+/// pod's metadata only, as client-go's metadata client asks), so a large
+/// pod is not sent back for each change; plain JSON from a server that
+/// cannot.
+pub const PATCH_ACCEPT: &str =
+    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
+
 /// Default `--k8s-cost`: above the default 0 of every other pod.
 pub const DEFAULT_COST: i32 = 1000;
 
@@ -531,7 +538,7 @@ pub enum Verdict {
     /// 404: no such pod (a wrong `POD_NAME`?).
     NoSuchPod,
     /// 409, 429, 5xx: try again later, not before `after` when given
-    /// (429's `Retry-After`, at most `RETRY_AFTER_LIMIT`).
+    /// (the `Retry-After` of a 429 or a 503, at most `RETRY_AFTER_LIMIT`).
     Retry { after: Option<Duration> },
     /// 422 and other 4xx: the API refused the change; its message.
     Refused(u16, String),
@@ -539,13 +546,17 @@ pub enum Verdict {
     Unexpected(u16),
 }
 
-/// Classifies an answer (a 429 waits its `Retry-After`).
+/// Classifies an answer (a 429 waits its `Retry-After`, 1 s without
+/// one; a 503 its `Retry-After` when it has one, as client-go does).
 pub fn verdict(response: &Response) -> Verdict {
     match response.status {
         200..=299 => Verdict::Applied,
         401 => Verdict::Unauthenticated,
         403 => Verdict::Forbidden(status_message(&response.body)),
         404 => Verdict::NoSuchPod,
+        503 => Verdict::Retry {
+            after: response.retry_after,
+        },
         409 | 500..=599 => Verdict::Retry { after: None },
         429 => Verdict::Retry {
             after: Some(response.retry_after.unwrap_or(Duration::from_secs(1))),
@@ -862,6 +873,13 @@ mod tests {
             assert_eq!(verdict(&answer(s, "")), Verdict::Retry { after: None });
         }
         let later = Some(Duration::from_secs(7));
+        // A 503's Retry-After is honoured as a 429's; a 500's is not.
+        let mut unavailable = answer(503, "");
+        unavailable.retry_after = later;
+        assert_eq!(verdict(&unavailable), Verdict::Retry { after: later });
+        let mut error = answer(500, "");
+        error.retry_after = later;
+        assert_eq!(verdict(&error), Verdict::Retry { after: None });
         let mut busy = answer(429, "");
         busy.retry_after = later;
         assert_eq!(verdict(&busy), Verdict::Retry { after: later });

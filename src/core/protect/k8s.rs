@@ -3,7 +3,9 @@
 //! drainit's own pod, idle (after the hold) removes them, each with one
 //! merge `PATCH` of `metadata.annotations` only (`proto::k8s::patch_body`).
 //! Its one exchange with the API server is a small state (`State`:
-//! reading, idle, patching, in backoff), not a set of flags.
+//! reading, idle, patching, a 401's retry, in backoff), the failures since
+//! the last success a `Streak`, and what the start read taught a `Read`:
+//! no flags.
 //! At start one `GET` of the pod takes the keys found as drainit's earlier
 //! state and the pod's `terminationGracePeriodSeconds` for the default
 //! `--grace` (`Backend::take_grace`), unless it would not outlast
@@ -29,6 +31,7 @@ use crate::proto::exchange::{Auth, Endpoint, Method, Request};
 use crate::proto::http::{Failure, Response};
 use crate::proto::k8s::{
     backoff, patch_body, pod_grace, read_pod, verdict, Annotation, Managed, Pod, Verdict,
+    PATCH_ACCEPT,
 };
 use crate::util::time::millis;
 
@@ -62,6 +65,9 @@ enum State {
     Idle,
     /// A patch marking the pod busy (true) or idle is out.
     Patching { busy: bool },
+    /// A 401 came back: this request goes again at once (the shell reads
+    /// the token again for every request), once per `Streak`.
+    Again(Sent),
     /// The last request failed: nothing goes out before `until`.
     Backoff { until: Instant },
 }
@@ -72,9 +78,28 @@ impl State {
         match self {
             State::Reading => Some(Sent::Read),
             State::Patching { busy } => Some(Sent::Patch(busy)),
-            State::Idle | State::Backoff { .. } => None,
+            State::Idle | State::Again(_) | State::Backoff { .. } => None,
         }
     }
+}
+
+/// The failures since the last success.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Streak {
+    /// Failures in a row (the backoff doubles with each).
+    count: u32,
+    /// A 401 was retried at once already: the next one waits its backoff.
+    token_retried: bool,
+}
+
+/// What the pod's read taught the back-end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Read {
+    /// No read answered 2xx yet: it goes again whenever no patch is due.
+    Pending,
+    /// The pod was read; the grace learnt from its period, until it is
+    /// handed to the timeline.
+    Done { grace: Option<Grace> },
 }
 
 /// The pod annotations: set while the app is busy, removed once it is idle.
@@ -90,11 +115,7 @@ pub struct Protection {
     /// something else): then the next answer's patch goes out whatever it is.
     on: Option<bool>,
     state: State,
-    /// Failures in a row (the backoff doubles with each).
-    failures: u32,
-    /// The request to send again at once (after a 401), once per success.
-    follow: Option<Sent>,
-    retried: bool,
+    streak: Streak,
     /// The last failure said (one line until it changes).
     said: Option<Key>,
     /// The sources' failures to answer protection's poll, once per kind.
@@ -108,11 +129,7 @@ pub struct Protection {
     grace_max_given: bool,
     /// The pod's `terminationGracePeriodSeconds`, once read.
     period: Option<u64>,
-    /// A grace read from the pod, not yet handed to the timeline.
-    learnt: Option<Grace>,
-    /// The pod was read (its answer was a 2xx): until then, the read is
-    /// sent again whenever no patch is due.
-    pod_read: bool,
+    read: Read,
     /// `--pre-stop-delay`: a grace from the pod must be longer (a stop
     /// hook gets at most half of what is left after it, so it always fits).
     delay: Duration,
@@ -128,9 +145,7 @@ impl Protection {
             managed: k8s.managed,
             on: None,
             state: State::Idle,
-            failures: 0,
-            follow: None,
-            retried: false,
+            streak: Streak::default(),
             said: None,
             sources: Complaints::default(),
             grace,
@@ -138,8 +153,7 @@ impl Protection {
             grace_given: k8s.grace_given,
             grace_max_given: k8s.grace_max_given,
             period: None,
-            learnt: None,
-            pod_read: false,
+            read: Read::Pending,
             delay: Duration::ZERO,
         }
     }
@@ -156,9 +170,13 @@ impl Protection {
                 Some(patch_body(self.managed, busy, self.cost)),
             ),
         };
-        Request::new(Endpoint::K8sPod, method)
+        let mut request = Request::new(Endpoint::K8sPod, method)
             .with_auth(Auth::ServiceAccount)
-            .with_body(body)
+            .with_body(body);
+        if request.method == Method::Patch {
+            request.headers.push(("Accept", PATCH_ACCEPT.to_string()));
+        }
+        request
     }
 
     /// What the pod holds of the managed keys: busy's values, none, or
@@ -239,7 +257,9 @@ impl Protection {
                     true => self.grace_max.map(|m| m.max(grace)),
                     false => Some(grace),
                 };
-                self.learnt = Some(Grace { grace, grace_max });
+                self.read = Read::Done {
+                    grace: Some(Grace { grace, grace_max }),
+                };
             }
         }
     }
@@ -253,8 +273,8 @@ impl Protection {
     /// A failure: said once until a different one comes, then no request
     /// before the backoff (at least `after`).
     fn failed(&mut self, now: Instant, key: Key, message: &str, after: Option<Duration>) {
-        self.failures = self.failures.saturating_add(1);
-        let wait = backoff(self.failures).max(after.unwrap_or_default());
+        self.streak.count = self.streak.count.saturating_add(1);
+        let wait = backoff(self.streak.count).max(after.unwrap_or_default());
         self.state = State::Backoff { until: now + wait };
         self.say(key, message);
     }
@@ -280,14 +300,13 @@ impl Protection {
     }
 
     fn applied(&mut self, sent: Option<Sent>, body: &[u8]) {
-        self.failures = 0;
-        self.retried = false;
+        self.streak = Streak::default();
         if self.said.take().is_some() {
             info!("Kubernetes pod protection: the API server accepts drainit's requests again");
         }
         match sent {
             Some(Sent::Read) => {
-                self.pod_read = true;
+                self.read = Read::Done { grace: None };
                 self.read(body)
             }
             Some(Sent::Patch(busy)) => {
@@ -340,7 +359,7 @@ impl Backend for Protection {
 
     fn request(&mut self, busy: bool, now: Instant) -> Option<Request> {
         match self.state {
-            State::Reading | State::Patching { .. } => return None,
+            State::Reading | State::Patching { .. } | State::Again(_) => return None,
             State::Backoff { until } if now < until => return None,
             State::Backoff { .. } | State::Idle => {}
         }
@@ -348,7 +367,8 @@ impl Backend for Protection {
             // A patch would change nothing; a read that failed at start
             // (a RoleBinding made after the pod) is tried again, for the
             // pod's grace. A stop polls no more, so it ends there.
-            return (!self.pod_read).then(|| self.request_for(Sent::Read));
+            let unread = self.read == Read::Pending;
+            return unread.then(|| self.request_for(Sent::Read));
         }
         Some(self.request_for(Sent::Patch(busy)))
     }
@@ -369,10 +389,12 @@ impl Backend for Protection {
         }
         match verdict {
             Verdict::Applied => self.applied(sent, &response.body),
-            Verdict::Unauthenticated if !self.retried => {
+            Verdict::Unauthenticated if !self.streak.token_retried => {
                 // The token is read again for every request: retry at once.
-                self.retried = true;
-                self.follow = sent;
+                self.streak.token_retried = true;
+                if let Some(sent) = sent {
+                    self.state = State::Again(sent);
+                }
                 self.say(
                     Key::Unauthenticated,
                     "401: the token was refused; reading it again",
@@ -428,12 +450,17 @@ impl Backend for Protection {
     }
 
     fn follow_up(&mut self) -> Option<Request> {
-        let sent = self.follow.take()?;
+        let State::Again(sent) = self.state else {
+            return None;
+        };
         Some(self.request_for(sent))
     }
 
     fn take_grace(&mut self, stopping: bool) -> Option<Grace> {
-        let learnt = self.learnt.take()?;
+        let Read::Done { grace } = &mut self.read else {
+            return None;
+        };
+        let learnt = grace.take()?;
         let period = self.period.unwrap_or_default();
         if stopping {
             info!(
@@ -527,12 +554,14 @@ mod tests {
             (read.endpoint, read.method, read.auth),
             (Endpoint::K8sPod, Method::Get, Auth::ServiceAccount)
         );
+        assert!(read.headers.is_empty(), "the read takes the whole pod");
         assert_eq!(p.request(true, t0), None, "the read is out");
         p.on_answer(ok(r#"{"spec":{"terminationGracePeriodSeconds":30}}"#), t0);
         assert_eq!(p.on, Some(false));
         assert_eq!(p.request(false, t0), None, "idle and clean: nothing");
         let busy = p.request(true, t0).unwrap();
         assert_eq!(busy.method, Method::Patch);
+        assert_eq!(busy.headers, [("Accept", PATCH_ACCEPT.to_string())]);
         assert_eq!(busy.body.unwrap(), patch_body(Managed::ALL, true, 1000));
         assert_eq!(p.request(false, t0), None, "one request out");
         p.on_answer(ok("{}"), t0);
@@ -719,6 +748,12 @@ mod tests {
         p.on_answer(Ok(answer), t0);
         assert_eq!(p.request(true, t0 + s(19)), None);
         assert!(p.request(true, t0 + s(20)).is_some());
+        // So does a 503 that gives one.
+        let mut answer = status(503).unwrap();
+        answer.retry_after = Some(s(30));
+        p.on_answer(Ok(answer), t0);
+        assert_eq!(p.request(true, t0 + s(29)), None);
+        assert!(p.request(true, t0 + s(30)).is_some());
         // 403, 404, 422, 5xx: backoff, doubling.
         for code in [403, 404, 422, 500, 409] {
             p.on_answer(status(code), t0);
@@ -728,6 +763,6 @@ mod tests {
         }
         p.on_answer(ok("{}"), t0);
         assert!(p.is_on());
-        assert_eq!((p.failures, p.state), (0, State::Idle));
+        assert_eq!((p.streak, p.state), (Streak::default(), State::Idle));
     }
 }
