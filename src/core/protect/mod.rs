@@ -10,6 +10,10 @@
 //! read its platform once at start (`Backend::start`) and set the
 //! deadline from what it read (`Backend::take_grace`). One request is out
 //! at a time. Protection ends when the stop begins: nothing more is sent.
+//! When the app ends by itself while protected (a crash, no stop under
+//! way), a back-end may take protection off with one request
+//! (`Backend::on_crash`): the run's exit waits for its answer at most
+//! `CRASH_BOUND`, so a crashed pod never keeps its node.
 
 pub mod ecs;
 pub mod k8s;
@@ -29,8 +33,14 @@ timer_kind! {
     pub enum ProtectTimer {
         /// The next protection poll.
         Poll,
+        /// The end of the wait for the crash request's answer.
+        Crash,
     }
 }
+
+/// The longest the exit waits for the answer to the request that takes
+/// protection off after a crash, whatever the platform does.
+pub const CRASH_BOUND: Duration = Duration::from_millis(1500);
 use crate::proto::exchange::Request;
 use crate::proto::http::{Failure, Response};
 
@@ -65,6 +75,15 @@ pub trait Backend {
     fn take_grace(&mut self, _stopping: bool) -> Option<Grace> {
         None
     }
+    /// The app ended by itself while no stop was under way: the request
+    /// that takes protection off, if it may be on (sent beside any request
+    /// still out; answered by `crash_answered`).
+    fn on_crash(&mut self) -> Option<Request> {
+        None
+    }
+    /// The crash request's answer, or None when none came within
+    /// `CRASH_BOUND`.
+    fn crash_answered(&mut self, _result: Option<Result<Response, Failure>>) {}
     /// What the back-end says of itself (`Report`), with the run's grace
     /// (`deadline`).
     fn report(&self, deadline: &Deadline) -> Report;
@@ -95,7 +114,8 @@ pub struct Report {
 /// (dispatched without a vtable).
 pub enum Platform {
     Ecs(ecs::Protection),
-    K8s(k8s::Protection),
+    /// Boxed: its pod's values make it the largest by far.
+    K8s(Box<k8s::Protection>),
     /// A back-end for the unit tests of this file.
     #[cfg(test)]
     Test(tests::Held),
@@ -119,7 +139,7 @@ macro_rules! each {
 fn backends(config: &Config) -> Option<Platform> {
     ecs::from_config(config)
         .map(Platform::Ecs)
-        .or_else(|| k8s::from_config(config).map(Platform::K8s))
+        .or_else(|| k8s::from_config(config).map(|p| Platform::K8s(Box::new(p))))
 }
 
 /// Protection runs: a platform's back-end is configured (the shell starts
@@ -152,6 +172,8 @@ pub struct Protection {
     round: Option<(Vec<Answer>, usize)>,
     /// The platform request out.
     request: Option<Token>,
+    /// The crash request out, which the run's exit waits for.
+    crash: Option<Token>,
     /// Since when every answer said idle (for the back-end's hold).
     idle_since: Option<Instant>,
     /// The stop began: nothing more is sent.
@@ -170,6 +192,7 @@ impl Protection {
             next_poll: None,
             round: None,
             request: None,
+            crash: None,
             idle_since: None,
             ended: false,
         };
@@ -277,9 +300,16 @@ impl Protection {
         stopping: bool,
         asks: &mut Asks,
     ) -> Option<Grace> {
-        if self.request == Some(token) {
-            self.request = None;
+        if self.crash == Some(token) {
+            self.crash = None;
+            self.timers.set(ProtectTimer::Crash, None);
+            each!(&mut self.platform, b => b.crash_answered(Some(result)));
+            return None;
         }
+        if self.request != Some(token) {
+            return None; // the crash request's answer, after its bound
+        }
+        self.request = None;
         each!(&mut self.platform, b => b.on_answer(result, now));
         let follow = each!(&mut self.platform, b => b.follow_up());
         if let Some(request) = follow.filter(|_| !self.ended && !stopping) {
@@ -291,6 +321,35 @@ impl Protection {
     /// What the back-end reports (`Report`), with the run's grace.
     pub fn report(&self, deadline: &Deadline) -> Report {
         each!(&self.platform, b => b.report(deadline))
+    }
+
+    /// The app ended by itself at `now` with no stop under way: the
+    /// back-end's request to take protection off goes out, and the exit
+    /// waits for it (`holds_exit`) at most `CRASH_BOUND`.
+    pub fn on_crash(&mut self, now: Instant, asks: &mut Asks) {
+        let Some(request) = each!(&mut self.platform, b => b.on_crash()) else {
+            return;
+        };
+        let kind = RequestKind::ProtectUpdate;
+        let token = asks.send(Owner::Protect, kind, Lane::Protect, request, CRASH_BOUND);
+        self.crash = Some(token);
+        self.timers
+            .set(ProtectTimer::Crash, Some(now + CRASH_BOUND));
+    }
+
+    /// The crash request is out and within its bound: the exit waits.
+    pub fn holds_exit(&self) -> bool {
+        self.crash.is_some()
+    }
+
+    /// The crash request's bound passed at `now` with no answer: the exit
+    /// waits no more.
+    pub fn crash_due(&mut self, now: Instant) {
+        if self.crash.is_some() && self.timers.due(ProtectTimer::Crash, now) {
+            self.crash = None;
+            self.timers.set(ProtectTimer::Crash, None);
+            each!(&mut self.platform, b => b.crash_answered(None));
+        }
     }
 
     /// The stop began (or the child is gone): no poll is due any more, and
@@ -361,6 +420,7 @@ mod tests {
             next_poll: None,
             round: None,
             request: None,
+            crash: None,
             idle_since: None,
             ended: false,
         };
