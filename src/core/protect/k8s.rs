@@ -1,23 +1,33 @@
 //! The Kubernetes pod annotations, the back-end of `core::protect` for
 //! Kubernetes (`--k8s-protect`): busy sets the managed annotations on
-//! drainit's own pod, idle (after the hold) removes them, each with one
-//! merge `PATCH` of `metadata.annotations` only (`proto::k8s::patch_body`).
+//! drainit's own pod, idle (after the hold) gives them back the template's
+//! values (removing those it had none for; safe-to-evict "true" with
+//! `--k8s-idle-safe-to-evict`), each with one merge `PATCH` of
+//! `metadata.annotations` only (`proto::k8s::annotations_patch`). What a
+//! patch overwrites of the template is recorded in drainit's own
+//! annotation (`proto::k8s::RECORD_KEY`) in the same patch, and the record
+//! goes when the template's values are back: with no record on the pod,
+//! the keys found are the template's; with one, they are drainit's from an
+//! earlier run of the container and the record holds the template's.
 //! Its one exchange with the API server is a small state (`State`:
 //! reading, idle, patching, a 401's retry, in backoff), the failures since
 //! the last success a `Streak`, and what the start read taught a `Read`:
 //! no flags.
-//! At start one `GET` of the pod takes the keys found as drainit's earlier
-//! state and the pod's `terminationGracePeriodSeconds` for the default
-//! `--grace` (`Backend::take_grace`), unless it would not outlast
-//! `--pre-stop-delay`; a failed read is sent again once no patch is due.
+//! At start one `GET` of the pod takes the keys and the record, and the
+//! pod's `terminationGracePeriodSeconds` for the default `--grace`
+//! (`Backend::take_grace`), unless it would not outlast
+//! `--pre-stop-delay`; a failed read is sent again before any patch (a
+//! patch needs the template's values).
 //! Only changes are sent, and a patch without a clear answer (no answer, a
 //! 409, a 5xx) leaves what the pod holds unknown, so the next answer is
-//! sent whatever it is; a failure
-//! waits its backoff (a 429 at least its `Retry-After`), a 401 is retried
-//! once at once (the shell reads the token again for every request), and
-//! each failure is said in one line until it changes. The requests go out
-//! through the shell's Kubernetes client (`io::k8s`): their endpoint is
-//! the pod (`Endpoint::K8sPod`).
+//! sent whatever it is; a failure waits its backoff (a 429, or a 503 that
+//! gives one, at least its `Retry-After`), a 401 is retried once at once
+//! (the shell reads the token again for every request), and each failure
+//! is said in one line until it changes. When the app crashes while the
+//! pod may hold busy's values, one idle patch goes out beside whatever is
+//! in flight (`Backend::on_crash`). The requests go out through the
+//! shell's Kubernetes client (`io::k8s`): their endpoint is the pod
+//! (`Endpoint::K8sPod`).
 
 use std::time::{Duration, Instant};
 
