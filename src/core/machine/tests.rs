@@ -871,3 +871,49 @@ fn no_crash_patch_after_a_stop_or_when_idle() {
     assert!(sends(&out).is_empty(), "{out:?}");
     assert_eq!(m.outcome(), Some(Outcome::Exited(1)));
 }
+
+#[test]
+fn a_crash_before_the_pods_read_answers_waits_for_it() {
+    // A restart while busy: the pod holds busy's values and drainit's
+    // record from the earlier run, and the app crashes again at once.
+    let config = k8s_config();
+    let mut m = Machine::new(&config, CHILD, true, t(0));
+    let (read, _) = sends(&actions(&mut m))
+        .into_iter()
+        .find(|(_, url)| url == "k8s:pod")
+        .unwrap();
+    m.handle(t(10), Input::ChildExited(Ended::Exited(1)));
+    assert!(
+        !actions(&mut m).contains(&Action::Exit),
+        "waits for the read"
+    );
+    let pod = r#"{"metadata":{"annotations":{"controller.kubernetes.io/pod-deletion-cost":"1000","cluster-autoscaler.kubernetes.io/safe-to-evict":"false","karpenter.sh/do-not-disrupt":"true","drainit.dev/template-annotations":"{}"}}}"#;
+    m.handle(
+        t(300),
+        Input::Http {
+            token: read,
+            result: json(pod),
+        },
+    );
+    let out = actions(&mut m);
+    let (token, timeout) = crash_patch(&out);
+    assert_eq!(timeout, ms(1_210), "what is left of the bound");
+    assert!(!out.contains(&Action::Exit));
+    m.handle(
+        t(400),
+        Input::Http {
+            token,
+            result: json("{}"),
+        },
+    );
+    assert!(actions(&mut m).contains(&Action::Exit));
+    assert_eq!(m.outcome(), Some(Outcome::Exited(1)));
+    // A read that never answers holds the exit no longer than the bound.
+    let mut m = Machine::new(&config, CHILD, true, t(0));
+    actions(&mut m);
+    m.handle(t(10), Input::ChildExited(Ended::Exited(1)));
+    m.handle(t(1_509), Input::Timeout);
+    assert_eq!(m.outcome(), None);
+    m.handle(t(1_510), Input::Timeout);
+    assert_eq!(m.outcome(), Some(Outcome::Exited(1)));
+}

@@ -596,6 +596,12 @@ impl Backend for Protection {
         due.then(|| self.build(Sent::Patch(false)))
     }
 
+    fn crash_waits(&self) -> bool {
+        // The read at start: the pod may hold busy's values from an
+        // earlier run of the container.
+        self.state == State::Reading
+    }
+
     fn crash_answered(&mut self, result: Option<Result<Response, Failure>>) {
         let failure = match result.as_ref().map(|r| r.as_ref().map(verdict)) {
             Some(Ok(Verdict::Applied)) => {

@@ -12,8 +12,9 @@
 //! at a time. Protection ends when the stop begins: nothing more is sent.
 //! When the app ends by itself while protected (a crash, no stop under
 //! way), a back-end may take protection off with one request
-//! (`Backend::on_crash`): the run's exit waits for its answer at most
-//! `CRASH_BOUND`, so a crashed pod never keeps its node.
+//! (`Backend::on_crash`; asked again when the request then out answers,
+//! the start's read of what the platform holds): the run's exit waits for
+//! them at most `CRASH_BOUND`, so a crashed pod never keeps its node.
 
 pub mod ecs;
 pub mod k8s;
@@ -77,9 +78,16 @@ pub trait Backend {
     }
     /// The app ended by itself while no stop was under way: the request
     /// that takes protection off, if it may be on (sent beside any request
-    /// still out; answered by `crash_answered`).
+    /// still out; answered by `crash_answered`). Asked again when the
+    /// request out then answers, within `CRASH_BOUND`.
     fn on_crash(&mut self) -> Option<Request> {
         None
+    }
+    /// After a crash with no request due (`on_crash`): the request out may
+    /// still show protection on (the start's read), so its answer is
+    /// waited for, within `CRASH_BOUND`, and `on_crash` asked again.
+    fn crash_waits(&self) -> bool {
+        false
     }
     /// The crash request's answer, or None when none came within
     /// `CRASH_BOUND`.
@@ -172,8 +180,9 @@ pub struct Protection {
     round: Option<(Vec<Answer>, usize)>,
     /// The platform request out.
     request: Option<Token>,
-    /// The crash request out, which the run's exit waits for.
-    crash: Option<Token>,
+    /// After a crash: the run's exit waits, at most until the `Crash`
+    /// timer, for the crash request (Some) or for the request out (None).
+    crash: Option<Option<Token>>,
     /// Since when every answer said idle (for the back-end's hold).
     idle_since: Option<Instant>,
     /// The stop began: nothing more is sent.
@@ -300,7 +309,7 @@ impl Protection {
         stopping: bool,
         asks: &mut Asks,
     ) -> Option<Grace> {
-        if self.crash == Some(token) {
+        if self.crash == Some(Some(token)) {
             self.crash = None;
             self.timers.set(ProtectTimer::Crash, None);
             each!(&mut self.platform, b => b.crash_answered(Some(result)));
@@ -311,6 +320,13 @@ impl Protection {
         }
         self.request = None;
         each!(&mut self.platform, b => b.on_answer(result, now));
+        if self.crash == Some(None) {
+            // The answer the crash waited for: perhaps a patch is due now.
+            let until = self.timers.get(ProtectTimer::Crash).unwrap_or(now);
+            self.crash = None;
+            self.timers.set(ProtectTimer::Crash, None);
+            self.crash_request(now, until, asks);
+        }
         let follow = each!(&mut self.platform, b => b.follow_up());
         if let Some(request) = follow.filter(|_| !self.ended && !stopping) {
             self.send(request, asks);
@@ -327,28 +343,44 @@ impl Protection {
     /// back-end's request to take protection off goes out, and the exit
     /// waits for it (`holds_exit`) at most `CRASH_BOUND`.
     pub fn on_crash(&mut self, now: Instant, asks: &mut Asks) {
+        self.crash_request(now, now + CRASH_BOUND, asks);
+        let waits = each!(&self.platform, b => b.crash_waits());
+        if self.crash.is_none() && self.request.is_some() && waits {
+            // The request out (the start's read) may show protection on.
+            self.crash = Some(None);
+            self.timers
+                .set(ProtectTimer::Crash, Some(now + CRASH_BOUND));
+        }
+    }
+
+    /// The back-end's crash request, if it has one, out until `until`.
+    fn crash_request(&mut self, now: Instant, until: Instant, asks: &mut Asks) {
         let Some(request) = each!(&mut self.platform, b => b.on_crash()) else {
             return;
         };
+        let timeout = until
+            .saturating_duration_since(now)
+            .max(Duration::from_millis(1));
         let kind = RequestKind::ProtectUpdate;
-        let token = asks.send(Owner::Protect, kind, Lane::Protect, request, CRASH_BOUND);
-        self.crash = Some(token);
-        self.timers
-            .set(ProtectTimer::Crash, Some(now + CRASH_BOUND));
+        let token = asks.send(Owner::Protect, kind, Lane::Protect, request, timeout);
+        self.crash = Some(Some(token));
+        self.timers.set(ProtectTimer::Crash, Some(now + timeout));
     }
 
-    /// The crash request is out and within its bound: the exit waits.
+    /// After a crash, a request is out and within its bound: the exit
+    /// waits.
     pub fn holds_exit(&self) -> bool {
         self.crash.is_some()
     }
 
-    /// The crash request's bound passed at `now` with no answer: the exit
-    /// waits no more.
+    /// The crash's bound passed at `now` with no answer: the exit waits no
+    /// more.
     pub fn crash_due(&mut self, now: Instant) {
         if self.crash.is_some() && self.timers.due(ProtectTimer::Crash, now) {
-            self.crash = None;
+            if let Some(Some(_)) = self.crash.take() {
+                each!(&mut self.platform, b => b.crash_answered(None));
+            }
             self.timers.set(ProtectTimer::Crash, None);
-            each!(&mut self.platform, b => b.crash_answered(None));
         }
     }
 
