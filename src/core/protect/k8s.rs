@@ -603,20 +603,17 @@ impl Backend for Protection {
     }
 
     fn crash_answered(&mut self, result: Option<Result<Response, Failure>>) {
-        let failure = match result.as_ref().map(|r| r.as_ref().map(verdict)) {
-            Some(Ok(Verdict::Applied)) => {
+        let failure = match &result {
+            Some(Ok(answer)) if matches!(verdict(answer), Verdict::Applied) => {
                 self.held = Some(self.wanted(false));
                 return info!(
                     "pod {}/{} unprotected: the app ended while protected",
                     self.namespace, self.pod
                 );
             }
-            None => format!("no answer within {} ms", millis(super::CRASH_BOUND)),
+            Some(Ok(answer)) => format!("HTTP {}", answer.status),
             Some(Err(failure)) => failure.to_string(),
-            Some(Ok(_)) => format!(
-                "HTTP {}",
-                result.and_then(Result::ok).map_or(0, |r| r.status)
-            ),
+            None => format!("no answer within {} ms", millis(super::CRASH_BOUND)),
         };
         warn!(
             "Kubernetes pod protection: the app ended while protected, and the idle patch failed ({failure}): the pod keeps drainit's annotations until it is deleted or drainit runs in it again"
