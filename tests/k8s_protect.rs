@@ -4,12 +4,18 @@
 //! endpoint a real HTTP server the test controls (`support::server`), and
 //! the API server the faithful fake (`tests/support/k8s_api.py`, HTTPS
 //! with a CA made at start). Covered: busy, idle after the hold, busy
-//! again; annotations found at start cleared by the first idle answer; no
-//! request during a stop; the token rotated between requests; the grace
+//! again; annotations found at start with drainit's record cleared by the
+//! first idle answer; no request during a stop; the token rotated between
+//! requests; the grace
 //! from `terminationGracePeriodSeconds` and the warning for one at or above
 //! it; a hostile API server with drainit's memory and the deadline
 //! measured; both libc builds; no request and no TLS without the option;
-//! the build without the `k8s` feature.
+//! the build without the `k8s` feature. The template's values kept across
+//! idle, busy, idle and a restart while busy (drainit's record); the
+//! `Accept` of a PATCH; a 503's `Retry-After`; `--k8s-idle-safe-to-evict`
+//! under an admission policy allowing exactly drainit's keys; a crash
+//! while busy clearing the keys with the app's exit code, promptly, also
+//! with a silent or a refusing API server, in both libc builds.
 //!
 //! The idle hold is 30 s in the shipped binary and here (no test-only
 //! knob): the tests that wait for it run side by side.

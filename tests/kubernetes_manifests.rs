@@ -4,8 +4,9 @@
 //! docs/kubernetes.md shows are exactly those of
 //! `examples/kubernetes/protect.yaml`, and the admission policy there lets
 //! drainit's service account change the three annotations of its own pod
-//! and drainit's record of the template's values, and nothing else (its CEL evaluated by the `cel-python` interpreter
-//! against admission requests). The work is done by
+//! and drainit's record of the template's values, and nothing else (its
+//! CEL evaluated by the `cel-python` interpreter against admission
+//! requests). The work is done by
 //! `tests/support/k8s_manifests.py`; this file asserts on its answer.
 //! Without those packages (and PyYAML) the check skips with a line, or
 //! fails under `DRAINIT_REQUIRE_K8S_PYTHON=1`.
