@@ -1059,7 +1059,7 @@ fn a_crash_with_a_refusing_api_server_exits_at_once() {
 }
 
 #[test]
-fn the_templates_values_are_kept_across_idle_busy_and_a_restart() {
+fn the_templates_values_are_kept_across_idle_busy_idle_and_a_restart() {
     // A pod with local storage whose template says safe-to-evict "true"
     // and a cost of its own.
     let template = serde_json::json!({EVICT: "true", COST: "-100"});
@@ -1068,14 +1068,24 @@ fn the_templates_values_are_kept_across_idle_busy_and_a_restart() {
     let Some(pod) = Pod::new(
         "k8s-template",
         &["--annotations", &template.to_string()],
-        true,
+        false,
     ) else {
         return;
     };
-    let (api, s, app_busy) = (&pod.api, &pod.s, &pod.busy);
+    let (api, s, app_busy, drain) = (&pod.api, &pod.s, &pod.busy, &pod.drain);
     let mut d = pod.launch(&["--grace", "2s"]).start();
     s.wait_file("ready");
+    // Idle from the start: the template's values are what idle wants.
+    wait_for("the pod read", PATIENCE, || {
+        (!api.requests().is_empty()).then_some(())
+    });
+    let polls = drain_polls(drain);
+    wait_for("three polls after the read", PATIENCE, || {
+        (drain_polls(drain) >= polls + 3).then_some(())
+    });
+    assert_eq!(api.patches().len(), 0, "the template's values kept");
     // Busy: overwritten, and recorded in the same patch.
+    app_busy.store(true, Ordering::SeqCst);
     wait_patches(api, 1, PATIENCE);
     assert_eq!(
         body_of(&api.patches()[0]),
