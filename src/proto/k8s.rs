@@ -145,7 +145,9 @@ pub const DEFAULT_COST: i32 = 1000;
 
 /// The merge patch that marks the pod busy (the managed keys set: the
 /// cost as a decimal string, "false", "true") or idle (each set to null,
-/// which deletes it). Nothing but `metadata.annotations` is ever written.
+/// which deletes it), without drainit's record: the plain form, for a
+/// pod whose template sets none of the keys (the protection back-end
+/// writes `annotations_patch`, which keeps the template's values).
 pub fn patch_body(managed: Managed, busy: bool, cost: i32) -> Vec<u8> {
     let mut out = String::from(r#"{"metadata":{"annotations":{"#);
     for (i, a) in managed.iter().enumerate() {
