@@ -324,14 +324,14 @@ def serve_one(api, raw, context):
         request = read_request(conn)
         if request is None:
             return
-        method, path, headers, body = request
-        entry = {"method": method, "path": path.partition("?")[0],
-                 "query": path.partition("?")[2], "headers": headers,
-                 "body": body, "tls": conn.version()}
         with api.lock:
             api.follow_control()
             if api.silenced:
                 mode = "silent"
+        method, path, headers, body = request
+        entry = {"method": method, "path": path.partition("?")[0],
+                 "query": path.partition("?")[2], "headers": headers,
+                 "body": body, "tls": conn.version()}
         if mode == "drop":
             entry["status"] = "dropped"
             api.record(entry)

@@ -11,7 +11,7 @@ use super::{Notice, UsageError};
 use crate::app::options;
 use crate::app::values::*;
 use crate::core::settings::{EcsConfig, K8sConfig, ProtectConfig};
-use crate::proto::k8s::{self as api, Annotation, Managed};
+use crate::proto::k8s::{self as api, Managed};
 
 /// The variables the ECS agent sets to the task metadata endpoint, the
 /// newest first.
@@ -164,7 +164,7 @@ pub(super) fn k8s(
     if !env.flag(&options::K8S_PROTECT)? {
         return Ok(None);
     }
-    if idle_safe_to_evict && !managed.has(Annotation::SafeToEvict) {
+    if idle_safe_to_evict && !managed.has(api::Annotation::SafeToEvict) {
         return Err(UsageError(
             "--k8s-idle-safe-to-evict needs safe-to-evict in --k8s-annotations".into(),
         ));
