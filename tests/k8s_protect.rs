@@ -4,12 +4,18 @@
 //! endpoint a real HTTP server the test controls (`support::server`), and
 //! the API server the faithful fake (`tests/support/k8s_api.py`, HTTPS
 //! with a CA made at start). Covered: busy, idle after the hold, busy
-//! again; annotations found at start cleared by the first idle answer; no
-//! request during a stop; the token rotated between requests; the grace
+//! again; annotations found at start with drainit's record cleared by the
+//! first idle answer; no request during a stop; the token rotated between
+//! requests; the grace
 //! from `terminationGracePeriodSeconds` and the warning for one at or above
 //! it; a hostile API server with drainit's memory and the deadline
 //! measured; both libc builds; no request and no TLS without the option;
-//! the build without the `k8s` feature.
+//! the build without the `k8s` feature. The template's values kept across
+//! idle, busy, idle and a restart while busy (drainit's record); the
+//! `Accept` of a PATCH; a 503's `Retry-After`; `--k8s-idle-safe-to-evict`
+//! under an admission policy allowing exactly drainit's keys; a crash
+//! while busy clearing the keys with the app's exit code, promptly, also
+//! with a silent or a refusing API server, in both libc builds.
 //!
 //! The idle hold is 30 s in the shipped binary and here (no test-only
 //! knob): the tests that wait for it run side by side.
@@ -34,6 +40,11 @@ const POD: &str = "worker-7d9f-x2";
 const COST: &str = "controller.kubernetes.io/pod-deletion-cost";
 const EVICT: &str = "cluster-autoscaler.kubernetes.io/safe-to-evict";
 const DISRUPT: &str = "karpenter.sh/do-not-disrupt";
+/// drainit's record of the template's values (`proto::k8s::RECORD_KEY`).
+const RECORD: &str = "drainit.dev/template-annotations";
+/// The `Accept` of every PATCH (`proto::k8s::PATCH_ACCEPT`).
+const PARTIAL: &str =
+    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
 /// The idle hold (`core::protect::k8s::IDLE_HOLD`).
 const HOLD: Duration = Duration::from_secs(30);
 /// The longest backoff between failed requests (`proto::k8s::backoff`).
@@ -114,6 +125,18 @@ fn in_pod(
     flags: &[&str],
     s: &Scratch,
 ) -> Launch {
+    in_pod_running(api, sa, drain, flags, s, STUBBORN)
+}
+
+/// `in_pod` with the app `app` (a shell script).
+fn in_pod_running(
+    api: &FakeApi,
+    sa: &std::path::Path,
+    drain: &Server,
+    flags: &[&str],
+    s: &Scratch,
+    app: &str,
+) -> Launch {
     let mut args = vec![
         "--k8s-protect".to_string(),
         "--drain-url".into(),
@@ -123,7 +146,7 @@ fn in_pod(
     ];
     args.extend(flags.iter().map(|f| f.to_string()));
     drainit(args)
-        .with_args(sh(s, STUBBORN))
+        .with_args(sh(s, app))
         .env("KUBERNETES_SERVICE_HOST", "127.0.0.1")
         .env("KUBERNETES_SERVICE_PORT", &api.port.to_string())
         .env("POD_NAME", POD)
@@ -168,8 +191,15 @@ impl Pod {
     }
 }
 
+/// What a pod whose template set none of the keys holds while busy:
+/// busy's values and drainit's record of the template's (none).
 fn busy_annotations() -> Value {
-    serde_json::json!({COST: "1000", EVICT: "false", DISRUPT: "true"})
+    serde_json::json!({COST: "1000", EVICT: "false", DISRUPT: "true", RECORD: "{}"})
+}
+
+/// The patch that gives such a pod its template's values back.
+fn idle_patch() -> Value {
+    serde_json::json!({"metadata": {"annotations": {COST: null, EVICT: null, DISRUPT: null, RECORD: null}}})
 }
 
 fn body_of(request: &Value) -> Value {
@@ -204,6 +234,9 @@ fn busy_then_idle_after_the_hold_then_busy_again() {
         first["headers"]["content-type"],
         "application/merge-patch+json"
     );
+    // Its answer is the pod's metadata only; the read takes the whole pod.
+    assert_eq!(first["headers"]["accept"], PARTIAL);
+    assert_eq!(api.requests()[0]["headers"]["accept"], "application/json");
     assert_eq!(
         body_of(first),
         serde_json::json!({"metadata": {"annotations": busy_annotations()}})
@@ -224,10 +257,7 @@ fn busy_then_idle_after_the_hold_then_busy_again() {
     let off_at = wait_patches(api, 2, HOLD + PATIENCE);
     let held = off_at.duration_since(idle_at);
     assert!(held >= HOLD, "removed after {held:?}, before the hold");
-    assert_eq!(
-        body_of(&api.patches()[1]),
-        serde_json::json!({"metadata": {"annotations": {COST: null, EVICT: null, DISRUPT: null}}})
-    );
+    assert_eq!(body_of(&api.patches()[1]), idle_patch());
     api.wait_annotations(&Value::Null);
 
     // Busy again: at once.
@@ -255,10 +285,7 @@ fn annotations_found_at_start_are_cleared_by_the_first_idle_answer() {
     let cleared_at = wait_patches(api, 1, HOLD + PATIENCE);
     assert!(cleared_at.duration_since(started) >= HOLD);
     api.wait_annotations(&Value::Null);
-    assert_eq!(
-        body_of(&api.patches()[0]),
-        serde_json::json!({"metadata": {"annotations": {COST: null, EVICT: null, DISRUPT: null}}})
-    );
+    assert_eq!(body_of(&api.patches()[0]), idle_patch());
     d.signal(libc::SIGTERM);
     assert_eq!(d.wait_code(), 0, "an idle app: drained");
 }
@@ -279,10 +306,7 @@ fn a_patch_applied_but_never_answered_is_undone_once_idle() {
     // After the hold and what remains of the busy patches' backoff.
     api.wait_annotations_within(&Value::Null, HOLD + BACKOFF_MAX + PATIENCE);
     let last = api.patches().last().cloned().unwrap();
-    assert_eq!(
-        body_of(&last),
-        serde_json::json!({"metadata": {"annotations": {COST: null, EVICT: null, DISRUPT: null}}})
-    );
+    assert_eq!(body_of(&last), idle_patch());
     d.signal(libc::SIGTERM);
     assert_eq!(d.wait_code(), 0, "an idle app: drained");
 }
@@ -562,8 +586,8 @@ fn a_pod_grace_inside_the_pre_stop_delay_is_not_taken() {
 #[test]
 fn a_read_refused_at_start_is_tried_again() {
     // The RoleBinding came after the pod: the read at start gets a 403.
-    // Busy's patch goes out, then the read again, and the pod's grace is
-    // taken.
+    // The read goes again before any patch (a patch needs the template's
+    // values), the pod's grace is taken, then busy's patch goes out.
     let Some(pod) = Pod::new(
         "k8s-read-again",
         &["--grace", "10", "--statuses", "403"],
@@ -580,9 +604,11 @@ fn a_read_refused_at_start_is_tried_again() {
         (k8s["grace_from"] == "pod").then_some(k8s)
     });
     assert_eq!(k8s["grace_ms"], 8000, "10 s less 2 s");
-    assert_eq!(k8s["protected"], true);
+    wait_for("protected", PATIENCE, || {
+        (status(&addr)?["kubernetes"]["protected"] == true).then_some(())
+    });
     let methods: Vec<Value> = api.requests().iter().map(|r| r["method"].clone()).collect();
-    assert_eq!(methods, ["GET", "PATCH", "GET"], "{:?}", api.requests());
+    assert_eq!(methods, ["GET", "GET", "PATCH"], "{:?}", api.requests());
     assert_eq!(api.requests()[0]["status"], 403);
     d.signal(libc::SIGTERM);
     assert_eq!(d.wait_code(), 124, "busy to the deadline");
@@ -673,8 +699,8 @@ fn a_hostile_api_server_costs_no_memory_and_delays_nothing() {
             "{mode}: the app started after {:?}",
             started.elapsed()
         );
-        // Let the hostile answers run: the read, then the patches of a busy
-        // app, each cut by the client's bounds.
+        // Let the hostile answers run: the read, then the read again (no
+        // patch before the pod is read), each cut by the client's bounds.
         wait_for(&format!("{mode}: two requests"), PATIENCE, || {
             (api.requests().len() >= 2).then_some(())
         });
@@ -688,7 +714,7 @@ fn a_hostile_api_server_costs_no_memory_and_delays_nothing() {
             took >= Duration::from_millis(1900) && took < Duration::from_secs(4),
             "{mode}: the 2 s deadline held after {took:?}"
         );
-        assert_eq!(api.patches().len(), api.requests().len() - 1, "{mode}");
+        assert_eq!(api.patches().len(), 0, "{mode}: the pod never read");
     }
 }
 
@@ -703,9 +729,10 @@ fn an_api_that_refuses_never_delays_the_stop() {
     let (api, s) = (&pod.api, &pod.s);
     let mut d = pod.launch(&["--grace", "2s"]).start();
     s.wait_file("ready");
-    wait_for("a retried patch", PATIENCE, || {
-        (api.patches().len() >= 2).then_some(())
+    wait_for("a retried read", PATIENCE, || {
+        (api.requests().len() >= 2).then_some(())
     });
+    assert_eq!(api.patches().len(), 0, "no patch before the pod is read");
     let stderr = d.stderr();
     let said: Vec<&str> = stderr.lines().filter(|l| l.contains("403")).collect();
     assert_eq!(said.len(), 1, "one line until it changes: {stderr}");
@@ -931,5 +958,243 @@ fn an_unreadable_pod_grace_is_one_true_warning() {
             stderr.contains("until the pod's terminationGracePeriodSeconds is read"),
             "{stderr}"
         );
+    }
+}
+
+/// An app that runs until the test touches `$D/crash`, then exits 3 by
+/// itself (a crash: no stop under way).
+const CRASHES: &str =
+    "touch \"$D/ready\"; while [ ! -e \"$D/crash\" ]; do sleep 0.02; done; exit 3";
+
+/// The longest drainit waits for the crash's patch (`protect::CRASH_BOUND`).
+const CRASH_BOUND: Duration = Duration::from_millis(1500);
+
+impl Pod {
+    /// drainit with `--k8s-protect` in this pod, running `CRASHES`.
+    fn launch_crashing(&self, flags: &[&str]) -> Launch {
+        in_pod_running(&self.api, &self.sa, &self.drain, flags, &self.s, CRASHES)
+    }
+}
+
+/// The app crashes now; drainit's exit code and how long after the crash
+/// it came.
+fn crash(d: &mut Drainit, s: &Scratch) -> (i32, Duration) {
+    let at = Instant::now();
+    s.touch("crash");
+    let code = d.wait_code();
+    (code, at.elapsed())
+}
+
+#[test]
+fn a_crash_while_busy_clears_the_keys_and_exits_with_the_apps_code() {
+    // The template gives the pod its own cost: a crash puts it back.
+    let template = serde_json::json!({COST: "-100"}).to_string();
+    let Some(pod) = Pod::new("k8s-crash", &["--annotations", &template], true) else {
+        return;
+    };
+    let (api, s) = (&pod.api, &pod.s);
+    let mut d = pod.launch_crashing(&["--grace", "10s"]).start();
+    s.wait_file("ready");
+    let record = serde_json::json!({COST: "-100"}).to_string();
+    api.wait_annotations(
+        &serde_json::json!({COST: "1000", EVICT: "false", DISRUPT: "true", RECORD: record}),
+    );
+    let (code, took) = crash(&mut d, s);
+    assert_eq!(code, 3, "the app's own code");
+    assert!(took < CRASH_BOUND + Duration::from_secs(2), "{took:?}");
+    api.wait_annotations(&serde_json::json!({COST: "-100"}));
+    let last = api.patches().last().cloned().unwrap();
+    assert_eq!(last["status"], 200);
+    assert_eq!(last["headers"]["accept"], PARTIAL);
+    assert!(d
+        .stderr()
+        .contains("unprotected: the app ended while protected"));
+}
+
+#[test]
+fn a_crash_with_a_silent_api_server_exits_within_the_bound() {
+    let Some(pod) = Pod::new("k8s-crash-silent", &[], true) else {
+        return;
+    };
+    let (api, s) = (&pod.api, &pod.s);
+    let mut d = pod.launch_crashing(&["--grace", "10s"]).start();
+    s.wait_file("ready");
+    api.wait_annotations(&busy_annotations());
+    let patches = api.patches().len();
+    api.go_silent();
+    let (code, took) = crash(&mut d, s);
+    assert_eq!(code, 3, "the app's own code");
+    // It waited for the answer (the bound, less the app's own poll of its
+    // file), and no longer than the bound and the exit's own steps.
+    assert!(took >= CRASH_BOUND - Duration::from_millis(100), "{took:?}");
+    assert!(took < CRASH_BOUND + Duration::from_secs(2), "{took:?}");
+    let all = api.patches();
+    assert_eq!(all.len(), patches + 1, "one idle patch: {all:?}");
+    assert_eq!(all[patches]["status"], "silent");
+    assert_eq!(body_of(&all[patches]), idle_patch());
+}
+
+#[test]
+fn a_crash_with_a_refusing_api_server_exits_at_once() {
+    // The read and busy's patch are answered; the crash's patch gets a 500.
+    let Some(pod) = Pod::new("k8s-crash-500", &["--statuses", "200,200,500"], true) else {
+        return;
+    };
+    let (api, s) = (&pod.api, &pod.s);
+    let mut d = pod.launch_crashing(&["--grace", "10s"]).start();
+    s.wait_file("ready");
+    api.wait_annotations(&busy_annotations());
+    let (code, took) = crash(&mut d, s);
+    assert_eq!(code, 3);
+    assert!(took < CRASH_BOUND, "{took:?}");
+    assert_eq!(api.patches().last().unwrap()["status"], 500);
+    assert!(
+        d.stderr().contains("the idle patch failed"),
+        "{}",
+        d.stderr()
+    );
+}
+
+#[test]
+fn the_templates_values_are_kept_across_idle_busy_idle_and_a_restart() {
+    // A pod with local storage whose template says safe-to-evict "true"
+    // and a cost of its own.
+    let template = serde_json::json!({EVICT: "true", COST: "-100"});
+    let record = serde_json::json!({COST: "-100", EVICT: "true"}).to_string();
+    let busy = serde_json::json!({COST: "1000", EVICT: "false", DISRUPT: "true", RECORD: record});
+    let Some(pod) = Pod::new(
+        "k8s-template",
+        &["--annotations", &template.to_string()],
+        false,
+    ) else {
+        return;
+    };
+    let (api, s, app_busy, drain) = (&pod.api, &pod.s, &pod.busy, &pod.drain);
+    let mut d = pod.launch(&["--grace", "2s"]).start();
+    s.wait_file("ready");
+    // Idle from the start: the template's values are what idle wants.
+    wait_for("the pod read", PATIENCE, || {
+        (!api.requests().is_empty()).then_some(())
+    });
+    let polls = drain_polls(drain);
+    wait_for("three polls after the read", PATIENCE, || {
+        (drain_polls(drain) >= polls + 3).then_some(())
+    });
+    assert_eq!(api.patches().len(), 0, "the template's values kept");
+    // Busy: overwritten, and recorded in the same patch.
+    app_busy.store(true, Ordering::SeqCst);
+    wait_patches(api, 1, PATIENCE);
+    assert_eq!(
+        body_of(&api.patches()[0]),
+        serde_json::json!({"metadata": {"annotations": {COST: "1000", EVICT: "false", DISRUPT: "true", RECORD: record}}})
+    );
+    api.wait_annotations(&busy);
+    // Idle: the template's values back, the record gone.
+    app_busy.store(false, Ordering::SeqCst);
+    wait_patches(api, 2, HOLD + PATIENCE);
+    api.wait_annotations(&template);
+    // Busy again, then the container dies at once (an OOM kill): no
+    // patch on the way out.
+    app_busy.store(true, Ordering::SeqCst);
+    wait_patches(api, 3, PATIENCE);
+    api.wait_annotations(&busy);
+    d.signal(libc::SIGKILL);
+    d.wait_code();
+    assert_eq!(api.patches().len(), 3);
+    // The container's next run knows the template's values from the
+    // record, and puts them back once idle.
+    app_busy.store(false, Ordering::SeqCst);
+    std::fs::remove_file(s.file("ready")).unwrap();
+    let mut again = pod.launch(&["--grace", "2s"]).start();
+    s.wait_file("ready");
+    wait_patches(api, 4, HOLD + PATIENCE);
+    api.wait_annotations(&template);
+    assert!(again
+        .stderr()
+        .contains("holds drainit's annotations from an earlier run"));
+    again.signal(libc::SIGTERM);
+    assert_eq!(again.wait_code(), 0, "an idle app: drained");
+}
+
+#[test]
+fn idle_safe_to_evict_says_true_once_idle() {
+    // Asked by its variable; the policy allows exactly drainit's keys.
+    let allowed = [COST, EVICT, DISRUPT, RECORD].join(",");
+    let Some(pod) = Pod::new("k8s-idle-evict", &["--allowed-keys", &allowed], false) else {
+        return;
+    };
+    let (api, s, busy) = (&pod.api, &pod.s, &pod.busy);
+    let started = Instant::now();
+    let mut d = pod
+        .launch(&["--grace", "2s"])
+        .env("DRAINIT_K8S_IDLE_SAFE_TO_EVICT", "1")
+        .start();
+    s.wait_file("ready");
+    // Idle from the start: after the hold, "true" and the record (the
+    // template set none of the keys).
+    let at = wait_patches(api, 1, HOLD + PATIENCE);
+    assert!(at.duration_since(started) >= HOLD);
+    api.wait_annotations(&serde_json::json!({EVICT: "true", RECORD: "{}"}));
+    busy.store(true, Ordering::SeqCst);
+    wait_patches(api, 2, PATIENCE);
+    api.wait_annotations(&busy_annotations());
+    assert!(api.patches().iter().all(|p| p["status"] == 200));
+    d.signal(libc::SIGTERM);
+    busy.store(false, Ordering::SeqCst);
+    assert_eq!(d.wait_code(), 0);
+}
+
+#[test]
+fn a_503_waits_its_retry_after() {
+    // The read answered; busy's patch gets a 503 with Retry-After: 4,
+    // where the backoff alone would wait 1 s.
+    let Some(pod) = Pod::new(
+        "k8s-503",
+        &["--statuses", "200,503", "--retry-after", "4"],
+        true,
+    ) else {
+        return;
+    };
+    let (api, s) = (&pod.api, &pod.s);
+    let mut d = pod.launch(&["--grace", "2s"]).start();
+    s.wait_file("ready");
+    let refused = wait_patches(api, 1, PATIENCE);
+    assert_eq!(api.patches()[0]["status"], 503);
+    let again = wait_patches(api, 2, PATIENCE);
+    // The test sees each patch a few ms after it came: 3 s is an honest
+    // floor for a 4 s wait, and far above the 1 s backoff.
+    assert!(again.duration_since(refused) >= Duration::from_secs(3));
+    api.wait_annotations(&busy_annotations());
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_code(), 124);
+}
+
+#[test]
+fn both_libc_builds_clear_the_keys_on_a_crash() {
+    if !k8s_api::available() {
+        return;
+    }
+    for build in [Build::Glibc, Build::Static] {
+        let binary = built(build);
+        let template = serde_json::json!({EVICT: "true"});
+        let api = api(&["--annotations", &template.to_string()]);
+        let s = Scratch::new("k8s-builds-crash");
+        let sa = api.service_account(&s);
+        let busy = Arc::new(AtomicBool::new(true));
+        let drain = drain_endpoint(&busy);
+        let mut d = in_pod_running(&api, &sa, &drain, &["--grace", "2s"], &s, CRASHES)
+            .binary(&binary)
+            .start();
+        s.wait_file("ready");
+        let record = template.to_string();
+        api.wait_annotations(&serde_json::json!({
+            COST: "1000", EVICT: "false", DISRUPT: "true", RECORD: record}));
+        let (code, took) = crash(&mut d, &s);
+        assert_eq!(code, 3, "{build:?}");
+        assert!(
+            took < CRASH_BOUND + Duration::from_secs(2),
+            "{build:?}: {took:?}"
+        );
+        api.wait_annotations(&template);
     }
 }

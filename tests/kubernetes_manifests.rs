@@ -4,8 +4,9 @@
 //! docs/kubernetes.md shows are exactly those of
 //! `examples/kubernetes/protect.yaml`, and the admission policy there lets
 //! drainit's service account change the three annotations of its own pod
-//! and nothing else (its CEL evaluated by the `cel-python` interpreter
-//! against admission requests). The work is done by
+//! and drainit's record of the template's values, and nothing else (its
+//! CEL evaluated by the `cel-python` interpreter against admission
+//! requests). The work is done by
 //! `tests/support/k8s_manifests.py`; this file asserts on its answer.
 //! Without those packages (and PyYAML) the check skips with a line, or
 //! fails under `DRAINIT_REQUIRE_K8S_PYTHON=1`.
@@ -80,6 +81,8 @@ fn manifests_pass_the_published_schemas_and_the_policy_holds() {
         "busy on a pod without annotations",
         "idle back to no annotations",
         "another user changes the image",
+        "busy with drainit's record",
+        "idle restores the template",
     ] {
         assert_eq!(policy[allowed], true, "{allowed}: {policy:#}");
     }
@@ -91,6 +94,7 @@ fn manifests_pass_the_published_schemas_and_the_policy_holds() {
         "another annotation added",
         "a label changed",
         "the image changed",
+        "another drainit.dev annotation",
     ] {
         assert_eq!(policy[denied], false, "{denied}: {policy:#}");
     }

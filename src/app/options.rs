@@ -481,6 +481,13 @@ declare! {
                do-not-disrupt (comma-separated), or all",
         ..ONE
     };
+    K8S_IDLE_SAFE_TO_EVICT = Opt {
+        long: "k8s-idle-safe-to-evict",
+        heading: Heading::Kubernetes,
+        help: "Set the safe-to-evict annotation to \"true\" while the app is idle, instead of \
+               the template's value (--k8s-protect; for a pod with local storage)",
+        ..FLAG
+    };
     // Health checks and metrics.
     SERVE = Opt {
         long: "serve",

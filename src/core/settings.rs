@@ -164,6 +164,8 @@ pub struct K8sConfig {
     pub cost: i32,
     /// `--k8s-annotations`.
     pub managed: Managed,
+    /// `--k8s-idle-safe-to-evict`: idle sets safe-to-evict "true".
+    pub idle_safe_to_evict: bool,
     /// `--grace` was given: the pod's period only checks it (a warning
     /// when it is not below); otherwise the pod's period sets it.
     pub grace_given: bool,

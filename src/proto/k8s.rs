@@ -1,9 +1,10 @@
 //! The Kubernetes API as plain values (`--k8s-protect`): where the API
 //! server and the pod are (from the environment's text), the request bytes
 //! for the pod's `GET` and merge `PATCH`, the three annotations drainit
-//! manages and the patch that sets or clears them, what a pod read says
-//! (the three keys, `resourceVersion`, `terminationGracePeriodSeconds`), and
-//! what an answer means. No I/O: `io::k8s` reads the files and sends.
+//! manages, drainit's record of the values it overwrote (`RECORD_KEY`) and
+//! the patch that writes them, what a pod read says (the three keys, the
+//! record, `resourceVersion`, `terminationGracePeriodSeconds`), and what an
+//! answer means. No I/O: `io::k8s` reads the files and sends.
 //!
 //! Bounds: a request is at most `REQUEST_LIMIT` bytes (the token at most
 //! `TOKEN_LIMIT`, checked to be header-safe); an answer's body is at most
@@ -43,10 +44,19 @@ pub const API_BODY_LIMIT: usize = 2 * 1024 * 1024;
 pub const API_EXCHANGE_LIMIT: usize = API_BODY_LIMIT + 64 * 1024;
 /// Largest service-account token sent (projected tokens are about 1 KiB).
 pub const TOKEN_LIMIT: usize = 16 * 1024;
-/// Largest request, head and body.
-pub const REQUEST_LIMIT: usize = TOKEN_LIMIT + 4 * 1024;
+/// Largest request, head and body (a patch carries at most three values
+/// and their record, each value at most `VALUE_LIMIT` characters).
+pub const REQUEST_LIMIT: usize = TOKEN_LIMIT + 16 * 1024;
 /// Longest annotation value kept from a pod read.
 pub const VALUE_LIMIT: usize = 256;
+/// drainit's own annotation: the values the pod's template gave the
+/// managed keys that drainit overwrote (a JSON object, key to value; a key
+/// the template did not set is absent), written in the same patch that
+/// overwrites them and removed when they are restored. Its presence says
+/// the keys hold drainit's values, not the template's.
+pub const RECORD_KEY: &str = "drainit.dev/template-annotations";
+/// Longest record read (three keys and their values, escaped).
+pub const RECORD_LIMIT: usize = 8 * 1024;
 /// The longest `Retry-After` honoured: a server cannot stop protection
 /// for longer than this with one answer.
 pub const RETRY_AFTER_LIMIT: Duration = Duration::from_secs(300);
@@ -123,12 +133,21 @@ impl Managed {
     }
 }
 
+/// The `Accept` of a `PATCH`: the answer as `PartialObjectMetadata` (the
+/// pod's metadata only, as client-go's metadata client asks), so a large
+/// pod is not sent back for each change; plain JSON from a server that
+/// cannot.
+pub const PATCH_ACCEPT: &str =
+    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
+
 /// Default `--k8s-cost`: above the default 0 of every other pod.
 pub const DEFAULT_COST: i32 = 1000;
 
 /// The merge patch that marks the pod busy (the managed keys set: the
 /// cost as a decimal string, "false", "true") or idle (each set to null,
-/// which deletes it). Nothing but `metadata.annotations` is ever written.
+/// which deletes it), without drainit's record: the plain form, for a
+/// pod whose template sets none of the keys (the protection back-end
+/// writes `annotations_patch`, which keeps the template's values).
 pub fn patch_body(managed: Managed, busy: bool, cost: i32) -> Vec<u8> {
     let mut out = String::from(r#"{"metadata":{"annotations":{"#);
     for (i, a) in managed.iter().enumerate() {
@@ -145,6 +164,60 @@ pub fn patch_body(managed: Managed, busy: bool, cost: i32) -> Vec<u8> {
     }
     out.push_str("}}}");
     out.into_bytes()
+}
+
+/// The values of the three keys, in `Annotation::ALL` order (None: not
+/// set).
+pub type Values = [Option<String>; 3];
+
+/// The record's text (`RECORD_KEY`): `template`'s values of the managed
+/// keys, as a JSON object with the keys it sets.
+pub fn record_text(managed: Managed, template: &Values) -> String {
+    let map: serde_json::Map<String, serde_json::Value> = managed
+        .iter()
+        .filter_map(|a| {
+            let value = template[a as usize].clone()?;
+            Some((a.key().to_string(), serde_json::Value::String(value)))
+        })
+        .collect();
+    serde_json::Value::Object(map).to_string()
+}
+
+/// The template's values of the managed keys from a record's text; an
+/// error for anything but a JSON object (a value that is not a string is
+/// taken as unset).
+pub fn read_record(managed: Managed, text: &str) -> Result<Values, String> {
+    let value = crate::proto::json::parse(text.as_bytes())
+        .map_err(|e| format!("not a JSON object: {e}"))?;
+    let serde_json::Value::Object(map) = value else {
+        return Err("not a JSON object".into());
+    };
+    let mut values = Values::default();
+    for a in managed.iter() {
+        values[a as usize] = map
+            .get(a.key())
+            .and_then(serde_json::Value::as_str)
+            .map(|v| v.chars().take(VALUE_LIMIT).collect());
+    }
+    Ok(values)
+}
+
+/// The merge patch that makes the managed keys hold `values` (None
+/// deletes a key) and the record hold `record` (None deletes it). Nothing
+/// but `metadata.annotations` is ever written.
+pub fn annotations_patch(managed: Managed, values: &Values, record: Option<&str>) -> Vec<u8> {
+    let mut map = serde_json::Map::new();
+    for a in managed.iter() {
+        let value = values[a as usize]
+            .clone()
+            .map_or(serde_json::Value::Null, serde_json::Value::String);
+        map.insert(a.key().to_string(), value);
+    }
+    let record = record.map_or(serde_json::Value::Null, |r| r.into());
+    map.insert(RECORD_KEY.to_string(), record);
+    serde_json::json!({"metadata": {"annotations": map}})
+        .to_string()
+        .into_bytes()
 }
 
 /// The API server's address from `KUBERNETES_SERVICE_HOST` and
@@ -308,7 +381,9 @@ pub fn request(
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Pod {
     /// The values of the three keys, in `Annotation::ALL` order, when set.
-    pub annotations: [Option<String>; 3],
+    pub annotations: Values,
+    /// drainit's record (`RECORD_KEY`), at most `RECORD_LIMIT` characters.
+    pub record: Option<String>,
     pub resource_version: Option<String>,
     /// `spec.terminationGracePeriodSeconds`.
     pub grace_seconds: Option<u64>,
@@ -384,8 +459,9 @@ impl<'de> Visitor<'de> for Key<'_> {
     }
 }
 
-/// A string value, cut to `VALUE_LIMIT`; anything else is `None`.
-struct Text;
+/// A string value, cut to its limit in characters; anything else is
+/// `None`.
+struct Text(usize);
 
 impl<'de> DeserializeSeed<'de> for Text {
     type Value = Option<String>;
@@ -400,7 +476,7 @@ impl<'de> Visitor<'de> for Text {
         f.write_str("a value")
     }
     fn visit_str<E: de::Error>(self, s: &str) -> Result<Option<String>, E> {
-        Ok(Some(s.chars().take(VALUE_LIMIT).collect()))
+        Ok(Some(s.chars().take(self.0).collect()))
     }
     fn visit_unit<E: de::Error>(self) -> Result<Option<String>, E> {
         Ok(None)
@@ -443,7 +519,7 @@ impl<'de> Visitor<'de> for Walk<'_> {
             At::Top => &["metadata", "spec"],
             At::Metadata => &["annotations", "resourceVersion"],
             At::Spec => &["terminationGracePeriodSeconds"],
-            At::Annotations => &[COST_KEY, SAFE_TO_EVICT_KEY, DO_NOT_DISRUPT_KEY],
+            At::Annotations => &[COST_KEY, SAFE_TO_EVICT_KEY, DO_NOT_DISRUPT_KEY, RECORD_KEY],
         };
         while let Some(found) = m.next_key_seed(Key(keys))? {
             let pod = &mut *self.pod;
@@ -457,13 +533,18 @@ impl<'de> Visitor<'de> for Walk<'_> {
                     pod,
                     at: At::Annotations,
                 })?,
-                (At::Metadata, Some(_)) => pod.resource_version = m.next_value_seed(Text)?,
+                (At::Metadata, Some(_)) => {
+                    pod.resource_version = m.next_value_seed(Text(VALUE_LIMIT))?
+                }
                 (At::Spec, Some(_)) => match m.next_value_seed(Period)? {
                     Some(Ok(seconds)) => pod.grace_seconds = Some(seconds),
                     Some(Err(())) => pod.grace_unreadable = true,
                     None => {}
                 },
-                (At::Annotations, Some(i)) => pod.annotations[i] = m.next_value_seed(Text)?,
+                (At::Annotations, Some(3)) => pod.record = m.next_value_seed(Text(RECORD_LIMIT))?,
+                (At::Annotations, Some(i)) => {
+                    pod.annotations[i] = m.next_value_seed(Text(VALUE_LIMIT))?
+                }
                 (_, None) => {
                     m.next_value::<IgnoredAny>()?;
                 }
@@ -531,7 +612,7 @@ pub enum Verdict {
     /// 404: no such pod (a wrong `POD_NAME`?).
     NoSuchPod,
     /// 409, 429, 5xx: try again later, not before `after` when given
-    /// (429's `Retry-After`, at most `RETRY_AFTER_LIMIT`).
+    /// (the `Retry-After` of a 429 or a 503, at most `RETRY_AFTER_LIMIT`).
     Retry { after: Option<Duration> },
     /// 422 and other 4xx: the API refused the change; its message.
     Refused(u16, String),
@@ -539,13 +620,17 @@ pub enum Verdict {
     Unexpected(u16),
 }
 
-/// Classifies an answer (a 429 waits its `Retry-After`).
+/// Classifies an answer (a 429 waits its `Retry-After`, 1 s without
+/// one; a 503 its `Retry-After` when it has one, as client-go does).
 pub fn verdict(response: &Response) -> Verdict {
     match response.status {
         200..=299 => Verdict::Applied,
         401 => Verdict::Unauthenticated,
         403 => Verdict::Forbidden(status_message(&response.body)),
         404 => Verdict::NoSuchPod,
+        503 => Verdict::Retry {
+            after: response.retry_after,
+        },
         409 | 500..=599 => Verdict::Retry { after: None },
         429 => Verdict::Retry {
             after: Some(response.retry_after.unwrap_or(Duration::from_secs(1))),
@@ -643,6 +728,48 @@ mod tests {
             serde_json::json!({"metadata": {"annotations": {
                 COST_KEY: "-2147483648", DO_NOT_DISRUPT_KEY: "true"}}})
         );
+    }
+
+    #[test]
+    fn the_record_and_its_patch() {
+        let template: Values = [Some("-100".into()), Some("a \"b\"\n".into()), None];
+        let text = record_text(Managed::ALL, &template);
+        assert_eq!(read_record(Managed::ALL, &text).unwrap(), template);
+        // Only the managed keys are recorded and read.
+        let cost = Managed::parse("cost").unwrap();
+        assert_eq!(
+            record_text(cost, &template),
+            format!(r#"{{"{COST_KEY}":"-100"}}"#)
+        );
+        assert_eq!(
+            read_record(cost, &text).unwrap(),
+            [Some("-100".into()), None, None]
+        );
+        assert_eq!(record_text(Managed::ALL, &Values::default()), "{}");
+        for bad in ["", "[]", "\"x\"", "{", "null"] {
+            assert!(read_record(Managed::ALL, bad).is_err(), "{bad}");
+        }
+        let odd = format!(r#"{{"{COST_KEY}":5,"other":"x"}}"#);
+        assert_eq!(read_record(Managed::ALL, &odd).unwrap(), Values::default());
+        // The patch: every managed key and the record, null to delete.
+        let patch = json(&annotations_patch(Managed::ALL, &template, Some(&text)));
+        assert_eq!(
+            patch,
+            serde_json::json!({"metadata": {"annotations": {
+                COST_KEY: "-100", SAFE_TO_EVICT_KEY: "a \"b\"\n", DO_NOT_DISRUPT_KEY: null,
+                RECORD_KEY: text}}})
+        );
+        let patch = json(&annotations_patch(cost, &template, None));
+        assert_eq!(
+            patch,
+            serde_json::json!({"metadata": {"annotations": {COST_KEY: "-100", RECORD_KEY: null}}})
+        );
+        // A pod read finds the record, longer than any value.
+        let long = format!(r#"{{"{COST_KEY}":"{}"}}"#, "9".repeat(VALUE_LIMIT));
+        let body = serde_json::json!({"metadata": {"annotations": {RECORD_KEY: long}}});
+        let pod = read_pod(body.to_string().as_bytes()).unwrap();
+        assert_eq!(pod.record.as_deref(), Some(long.as_str()));
+        assert_eq!(pod.annotations, Values::default());
     }
 
     #[test]
@@ -862,6 +989,13 @@ mod tests {
             assert_eq!(verdict(&answer(s, "")), Verdict::Retry { after: None });
         }
         let later = Some(Duration::from_secs(7));
+        // A 503's Retry-After is honoured as a 429's; a 500's is not.
+        let mut unavailable = answer(503, "");
+        unavailable.retry_after = later;
+        assert_eq!(verdict(&unavailable), Verdict::Retry { after: later });
+        let mut error = answer(500, "");
+        error.retry_after = later;
+        assert_eq!(verdict(&error), Verdict::Retry { after: None });
         let mut busy = answer(429, "");
         busy.retry_after = later;
         assert_eq!(verdict(&busy), Verdict::Retry { after: later });

@@ -48,7 +48,8 @@ Like the real one it also:
   clock, `deletionGracePeriodSeconds` N; a later delete with an earlier
   timestamp moves it, as the API server does); `{"op": "force"}` deletes it
   for good (404 from then on); `{"op": "recreate"}` makes it again under a new
-  uid (a StatefulSet pod).
+  uid (a StatefulSet pod); `{"op": "silent"}` makes every later request go
+  unanswered, as `--mode silent` does (a server that hangs mid-run).
 
     k8s_api.py --dir DIR [--ca rsa|p256] [--cert good|wrong-ca|no-ip-san|dns-san]
                [--host ADDR] [--dns-name NAME]
@@ -156,6 +157,7 @@ class Api:
         self.pod["spec"].update(json.loads(args.spec))
         self.allowed = set(k for k in args.allowed_keys.split(",") if k)
         self.gone = False
+        self.silenced = False
         self.control_at = 0
         self.uids = 0
         if args.pad_kib:
@@ -199,6 +201,8 @@ class Api:
                     meta["resourceVersion"] = str(int(meta["resourceVersion"]) + 1)
             elif cmd["op"] == "force":
                 self.gone = True
+            elif cmd["op"] == "silent":
+                self.silenced = True
             elif cmd["op"] == "recreate":
                 self.uids += 1
                 meta["uid"] = f"0b7e6b53-6c1d-4f4e-9d8e-{self.uids:012d}"
@@ -330,6 +334,10 @@ def serve_one(api, raw, context):
         request = read_request(conn)
         if request is None:
             return
+        with api.lock:
+            api.follow_control()
+            if api.silenced:
+                mode = "silent"
         method, path, headers, body = request
         entry = {"method": method, "path": path.partition("?")[0],
                  "query": path.partition("?")[2], "headers": headers,

@@ -109,6 +109,12 @@ impl FakeApi {
         self.control(&serde_json::json!({"op": "force"}));
     }
 
+    /// Answers no request from now on (each held until the client gives
+    /// up), as a server that hangs mid-run.
+    pub fn go_silent(&self) {
+        self.control(&serde_json::json!({"op": "silent"}));
+    }
+
     /// Makes the pod again under a new uid (a StatefulSet pod after a
     /// force delete).
     pub fn recreate(&self) {

@@ -118,7 +118,19 @@ def policy_cases(policy):
     relabelled["metadata"]["labels"]["app"] = "other"
     new_image = copy.deepcopy(busy)
     new_image["spec"]["containers"][0]["image"] = "evil:1"
+    # A template that sets a key: busy records its value, idle restores it.
+    templated = copy.deepcopy(pod)
+    templated["metadata"]["annotations"][
+        "cluster-autoscaler.kubernetes.io/safe-to-evict"] = "true"
+    recorded = copy.deepcopy(busy)
+    recorded["metadata"]["annotations"]["drainit.dev/template-annotations"] = (
+        '{"cluster-autoscaler.kubernetes.io/safe-to-evict":"true"}')
+    other_drainit = copy.deepcopy(busy)
+    other_drainit["metadata"]["annotations"]["drainit.dev/other"] = "x"
     return {
+        "busy with drainit's record": admitted(templated, recorded, sa, "worker-1"),
+        "idle restores the template": admitted(recorded, templated, sa, "worker-1"),
+        "another drainit.dev annotation": admitted(busy, other_drainit, sa, "worker-1"),
         "busy on its own pod": admitted(pod, busy, sa, "worker-1"),
         "idle on its own pod": admitted(busy, pod, sa, "worker-1"),
         "busy on a pod without annotations": admitted(bare, bare_busy, sa, "worker-1"),

@@ -161,8 +161,14 @@ pub(super) fn k8s(
     let cost = env.value_or_default(&options::K8S_COST, parse_k8s_cost)?;
     let managed = env.value_or_default(&options::K8S_ANNOTATIONS, Managed::parse)?;
     let interval = env.value_or_default(&options::PROTECT_INTERVAL, parse_ecs_interval)?;
+    let idle_safe_to_evict = env.flag(&options::K8S_IDLE_SAFE_TO_EVICT)?;
     if !env.flag(&options::K8S_PROTECT)? {
         return Ok(None);
+    }
+    if idle_safe_to_evict && !managed.has(api::Annotation::SafeToEvict) {
+        return Err(UsageError(
+            "--k8s-idle-safe-to-evict needs safe-to-evict in --k8s-annotations".into(),
+        ));
     }
     if cfg!(not(feature = "k8s")) {
         return Err(UsageError(
@@ -205,6 +211,7 @@ pub(super) fn k8s(
         interval,
         cost,
         managed,
+        idle_safe_to_evict,
         grace_given: env.setting(&options::GRACE)?.is_some(),
         grace_max_given: env.setting(&options::GRACE_MAX)?.is_some(),
     }))

@@ -456,6 +456,29 @@ fn ecs_protection_settings() {
     ];
     let err = parse_with(&both, &[]).unwrap_err();
     assert!(err.0.contains("cannot be used together"), "{err}");
+    // --k8s-idle-safe-to-evict writes safe-to-evict, so it must be managed.
+    let unmanaged = [
+        "--k8s-protect",
+        "--k8s-annotations",
+        "cost,do-not-disrupt",
+        "--k8s-idle-safe-to-evict",
+        "--drain-url",
+        "http://127.0.0.1:1/d",
+        "x",
+    ];
+    let err = parse_with(&unmanaged, &[]).unwrap_err();
+    assert!(
+        err.0
+            .contains("--k8s-idle-safe-to-evict needs safe-to-evict"),
+        "{err}"
+    );
+    let vars = [
+        ("DRAINIT_K8S_IDLE_SAFE_TO_EVICT", "1"),
+        ("DRAINIT_K8S_ANNOTATIONS", "cost"),
+    ];
+    let flags = ["--k8s-protect", "--drain-url", "http://127.0.0.1:1/d", "x"];
+    let err = parse_with(&flags, &vars).unwrap_err();
+    assert!(err.0.contains("needs safe-to-evict"), "{err}");
     // The platform's variable: a bad one is a warning under auto, and
     // only --ecs on makes it an error.
     for bad in [

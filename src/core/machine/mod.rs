@@ -57,6 +57,9 @@ pub struct Machine<'a> {
     /// Timeline events raised while handling one input, fed in order.
     events: VecDeque<(Event, bool)>,
     outcome: Option<Outcome>,
+    /// The run's end, waiting for protection's crash request (at most
+    /// `protect::CRASH_BOUND`).
+    held_exit: Option<Outcome>,
     summary: RunSummary,
     /// Lines a flood could repeat, at most one a second each.
     held: Fold,
@@ -191,6 +194,7 @@ impl<'a> Machine<'a> {
             watch.on_time(now, running, &mut self.asks);
         }
         if let Some(protection) = &mut self.protection {
+            protection.crash_due(now);
             if !running {
                 protection.end();
             } else if let Some(interval) = protection.due(now) {
@@ -199,6 +203,20 @@ impl<'a> Machine<'a> {
                     .ask_protect(now, interval, stop, &mut self.asks);
                 protection.asked(n);
             }
+        }
+        self.release_exit();
+    }
+
+    /// The run's end goes out once protection's crash request no longer
+    /// holds it (answered, or its bound passed).
+    fn release_exit(&mut self) {
+        let held = self.protection.as_ref().is_some_and(Protection::holds_exit);
+        if held {
+            return;
+        }
+        if let Some(outcome) = self.held_exit.take() {
+            self.outcome = Some(outcome);
+            self.asks.push(Action::Exit);
         }
     }
 

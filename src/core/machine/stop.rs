@@ -98,8 +98,14 @@ impl Machine<'_> {
             }
             A::TerminateOthers { .. } => self.asks.push(Action::TerminateOthers),
             A::Exit(outcome) => {
-                self.outcome = Some(outcome);
-                self.asks.push(Action::Exit);
+                // A crash's request to take protection off holds the end a
+                // moment (`protect::CRASH_BOUND`).
+                if self.protection.as_ref().is_some_and(|p| p.holds_exit()) {
+                    self.held_exit = Some(outcome);
+                } else {
+                    self.outcome = Some(outcome);
+                    self.asks.push(Action::Exit);
+                }
             }
             A::KillStuck => {
                 error!(
@@ -240,8 +246,15 @@ impl Machine<'_> {
             );
             self.asks.push(Action::SignalGroupLeft { signo });
         }
-        if let Some(stop) = self.timeline.stop() {
-            self.summary.stop_to_exit_ms = Some(millis(now - stop.since));
+        match self.timeline.stop() {
+            Some(stop) => self.summary.stop_to_exit_ms = Some(millis(now - stop.since)),
+            // A crash: protection comes off before drainit exits, so the
+            // pod does not keep its node.
+            None => {
+                if let Some(protection) = &mut self.protection {
+                    protection.on_crash(now, &mut self.asks);
+                }
+            }
         }
         self.feed(now, Event::ChildExited(ended));
     }

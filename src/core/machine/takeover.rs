@@ -102,6 +102,7 @@ impl<'a> Machine<'a> {
             asks: Asks::default(),
             events: VecDeque::new(),
             outcome: None,
+            held_exit: None,
             summary: RunSummary {
                 child_pid: Some(pid),
                 ..RunSummary::default()

@@ -702,6 +702,7 @@ fn k8s_config() -> Config {
         interval: ms(1_000),
         cost: 1000,
         managed: crate::proto::k8s::Managed::ALL,
+        idle_safe_to_evict: false,
         grace_given: false,
         grace_max_given: false,
     });
@@ -751,4 +752,168 @@ fn a_stop_under_way_keeps_its_deadline_when_the_pod_answers_late() {
     m.handle(t(2_000), Input::Timeout);
     let sent = sends(&actions(&mut m));
     assert!(sent.iter().all(|(_, url)| url != "k8s:pod"), "{sent:?}");
+}
+
+/// A k8s-protected run whose app said busy and whose pod took busy's
+/// annotations, by `t(300)`.
+fn protected(m: &mut Machine<'_>) {
+    pod_read(m, t(100));
+    let poll = sends(&actions(m));
+    let (token, _) = poll
+        .iter()
+        .find(|(_, url)| url == "http://app/drain")
+        .cloned()
+        .expect("protection's poll");
+    m.handle(
+        t(200),
+        Input::Http {
+            token,
+            result: json(BUSY),
+        },
+    );
+    let patch = sends(&actions(m));
+    let (token, _) = patch
+        .iter()
+        .find(|(_, url)| url == "k8s:pod")
+        .cloned()
+        .expect("busy's patch");
+    m.handle(
+        t(300),
+        Input::Http {
+            token,
+            result: json("{}"),
+        },
+    );
+    assert!(m.status().protection.unwrap().protected);
+}
+
+/// The crash's idle patch among `actions`: its token and timeout.
+fn crash_patch(actions: &[Action]) -> (Token, Duration) {
+    actions
+        .iter()
+        .find_map(|a| match a {
+            Action::Send {
+                token,
+                request,
+                timeout,
+                ..
+            } if request.method == Method::Patch => Some((*token, *timeout)),
+            _ => None,
+        })
+        .expect("the crash's idle patch")
+}
+
+#[test]
+fn a_crash_while_protected_takes_protection_off_before_the_exit() {
+    let config = k8s_config();
+    let mut m = Machine::new(&config, CHILD, true, t(0));
+    protected(&mut m);
+    m.handle(t(1_000), Input::ChildExited(Ended::Exited(3)));
+    let out = actions(&mut m);
+    let (token, timeout) = crash_patch(&out);
+    assert_eq!(timeout, crate::core::protect::CRASH_BOUND);
+    assert!(!out.contains(&Action::Exit), "the exit waits for it");
+    assert_eq!(m.outcome(), None);
+    assert_eq!(m.poll_timeout(), Some(t(2_500)));
+    m.handle(
+        t(1_200),
+        Input::Http {
+            token,
+            result: json("{}"),
+        },
+    );
+    assert!(actions(&mut m).contains(&Action::Exit));
+    assert_eq!(m.outcome(), Some(Outcome::Exited(3)), "the child's code");
+    assert!(!m.status().protection.unwrap().protected);
+}
+
+#[test]
+fn a_crash_patch_without_an_answer_holds_the_exit_at_most_its_bound() {
+    let config = k8s_config();
+    let mut m = Machine::new(&config, CHILD, true, t(0));
+    protected(&mut m);
+    m.handle(t(1_000), Input::ChildExited(Ended::Signaled(libc::SIGSEGV)));
+    let (token, _) = crash_patch(&actions(&mut m));
+    m.handle(t(2_499), Input::Timeout);
+    assert_eq!(m.outcome(), None);
+    m.handle(t(2_500), Input::Timeout);
+    assert!(actions(&mut m).contains(&Action::Exit));
+    assert_eq!(m.outcome(), Some(Outcome::Signaled(libc::SIGSEGV)));
+    // Its answer after the bound changes nothing.
+    m.handle(
+        t(3_000),
+        Input::Http {
+            token,
+            result: json("{}"),
+        },
+    );
+    assert_eq!(m.outcome(), Some(Outcome::Signaled(libc::SIGSEGV)));
+}
+
+#[test]
+fn no_crash_patch_after_a_stop_or_when_idle() {
+    let config = k8s_config();
+    // A stop under way: protection ended with it, the exit is at once.
+    let mut m = Machine::new(&config, CHILD, true, t(0));
+    protected(&mut m);
+    m.handle(t(1_000), Input::Signal(TERM));
+    actions(&mut m);
+    m.handle(t(1_500), Input::ChildExited(Ended::Exited(0)));
+    let out = actions(&mut m);
+    assert!(sends(&out).is_empty(), "{out:?}");
+    assert!(out.contains(&Action::Exit));
+    // Never protected: nothing to take off.
+    let mut m = Machine::new(&config, CHILD, true, t(0));
+    pod_read(&mut m, t(100));
+    actions(&mut m);
+    m.handle(t(1_000), Input::ChildExited(Ended::Exited(1)));
+    let out = actions(&mut m);
+    assert!(sends(&out).is_empty(), "{out:?}");
+    assert_eq!(m.outcome(), Some(Outcome::Exited(1)));
+}
+
+#[test]
+fn a_crash_before_the_pods_read_answers_waits_for_it() {
+    // A restart while busy: the pod holds busy's values and drainit's
+    // record from the earlier run, and the app crashes again at once.
+    let config = k8s_config();
+    let mut m = Machine::new(&config, CHILD, true, t(0));
+    let (read, _) = sends(&actions(&mut m))
+        .into_iter()
+        .find(|(_, url)| url == "k8s:pod")
+        .unwrap();
+    m.handle(t(10), Input::ChildExited(Ended::Exited(1)));
+    assert!(
+        !actions(&mut m).contains(&Action::Exit),
+        "waits for the read"
+    );
+    let pod = r#"{"metadata":{"annotations":{"controller.kubernetes.io/pod-deletion-cost":"1000","cluster-autoscaler.kubernetes.io/safe-to-evict":"false","karpenter.sh/do-not-disrupt":"true","drainit.dev/template-annotations":"{}"}}}"#;
+    m.handle(
+        t(300),
+        Input::Http {
+            token: read,
+            result: json(pod),
+        },
+    );
+    let out = actions(&mut m);
+    let (token, timeout) = crash_patch(&out);
+    assert_eq!(timeout, ms(1_210), "what is left of the bound");
+    assert!(!out.contains(&Action::Exit));
+    m.handle(
+        t(400),
+        Input::Http {
+            token,
+            result: json("{}"),
+        },
+    );
+    assert!(actions(&mut m).contains(&Action::Exit));
+    assert_eq!(m.outcome(), Some(Outcome::Exited(1)));
+    // A read that never answers holds the exit no longer than the bound.
+    let mut m = Machine::new(&config, CHILD, true, t(0));
+    actions(&mut m);
+    m.handle(t(10), Input::ChildExited(Ended::Exited(1)));
+    m.handle(t(1_509), Input::Timeout);
+    assert_eq!(m.outcome(), None);
+    m.handle(t(1_510), Input::Timeout);
+    assert_eq!(m.outcome(), Some(Outcome::Exited(1)));
 }

@@ -1,21 +1,33 @@
 //! The Kubernetes pod annotations, the back-end of `core::protect` for
 //! Kubernetes (`--k8s-protect`): busy sets the managed annotations on
-//! drainit's own pod, idle (after the hold) removes them, each with one
-//! merge `PATCH` of `metadata.annotations` only (`proto::k8s::patch_body`).
+//! drainit's own pod, idle (after the hold) gives them back the template's
+//! values (removing those it had none for; safe-to-evict "true" with
+//! `--k8s-idle-safe-to-evict`), each with one merge `PATCH` of
+//! `metadata.annotations` only (`proto::k8s::annotations_patch`). What a
+//! patch overwrites of the template is recorded in drainit's own
+//! annotation (`proto::k8s::RECORD_KEY`) in the same patch, and the record
+//! goes when the template's values are back: with no record on the pod,
+//! the keys found are the template's; with one, they are drainit's from an
+//! earlier run of the container and the record holds the template's.
 //! Its one exchange with the API server is a small state (`State`:
-//! reading, idle, patching, in backoff), not a set of flags.
-//! At start one `GET` of the pod takes the keys found as drainit's earlier
-//! state and the pod's `terminationGracePeriodSeconds` for the default
-//! `--grace` (`Backend::take_grace`), unless it would not outlast
-//! `--pre-stop-delay`; a failed read is sent again once no patch is due.
+//! reading, idle, patching, a 401's retry, in backoff), the failures since
+//! the last success a `Streak`, and what the start read taught a `Read`:
+//! no flags.
+//! At start one `GET` of the pod takes the keys and the record, and the
+//! pod's `terminationGracePeriodSeconds` for the default `--grace`
+//! (`Backend::take_grace`), unless it would not outlast
+//! `--pre-stop-delay`; a failed read is sent again before any patch (a
+//! patch needs the template's values).
 //! Only changes are sent, and a patch without a clear answer (no answer, a
 //! 409, a 5xx) leaves what the pod holds unknown, so the next answer is
-//! sent whatever it is; a failure
-//! waits its backoff (a 429 at least its `Retry-After`), a 401 is retried
-//! once at once (the shell reads the token again for every request), and
-//! each failure is said in one line until it changes. The requests go out
-//! through the shell's Kubernetes client (`io::k8s`): their endpoint is
-//! the pod (`Endpoint::K8sPod`).
+//! sent whatever it is; a failure waits its backoff (a 429, or a 503 that
+//! gives one, at least its `Retry-After`), a 401 is retried once at once
+//! (the shell reads the token again for every request), and each failure
+//! is said in one line until it changes. When the app crashes while the
+//! pod may hold busy's values, one idle patch goes out beside whatever is
+//! in flight (`Backend::on_crash`). The requests go out through the
+//! shell's Kubernetes client (`io::k8s`): their endpoint is the pod
+//! (`Endpoint::K8sPod`).
 
 use std::time::{Duration, Instant};
 
@@ -28,7 +40,8 @@ use crate::core::settings::{Config, K8sConfig};
 use crate::proto::exchange::{Auth, Endpoint, Method, Request};
 use crate::proto::http::{Failure, Response};
 use crate::proto::k8s::{
-    backoff, patch_body, pod_grace, read_pod, verdict, Annotation, Managed, Pod, Verdict,
+    annotations_patch, backoff, pod_grace, read_pod, read_record, record_text, verdict, Annotation,
+    Managed, Pod, Values, Verdict, PATCH_ACCEPT, RECORD_KEY,
 };
 use crate::util::time::millis;
 
@@ -41,6 +54,7 @@ pub fn from_config(config: &Config) -> Option<Protection> {
     let k8s = config.k8s.as_ref()?;
     let mut protection = Protection::new(k8s, config.timeline.grace, config.grace_max);
     protection.delay = config.timeline.pre_stop_delay;
+    protection.idle_safe_to_evict = k8s.idle_safe_to_evict;
     Some(protection)
 }
 
@@ -62,6 +76,9 @@ enum State {
     Idle,
     /// A patch marking the pod busy (true) or idle is out.
     Patching { busy: bool },
+    /// A 401 came back: this request goes again at once (the shell reads
+    /// the token again for every request), once per `Streak`.
+    Again(Sent),
     /// The last request failed: nothing goes out before `until`.
     Backoff { until: Instant },
 }
@@ -72,12 +89,41 @@ impl State {
         match self {
             State::Reading => Some(Sent::Read),
             State::Patching { busy } => Some(Sent::Patch(busy)),
-            State::Idle | State::Backoff { .. } => None,
+            State::Idle | State::Again(_) | State::Backoff { .. } => None,
         }
     }
 }
 
-/// The pod annotations: set while the app is busy, removed once it is idle.
+/// The failures since the last success.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Streak {
+    /// Failures in a row (the backoff doubles with each).
+    count: u32,
+    /// A 401 was retried at once already: the next one waits its backoff.
+    token_retried: bool,
+}
+
+/// What the pod's read taught the back-end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Read {
+    /// No read answered 2xx yet: it goes again whenever no patch is due.
+    Pending,
+    /// The pod was read; the grace learnt from its period, until it is
+    /// handed to the timeline.
+    Done { grace: Option<Grace> },
+}
+
+/// The managed keys and the record as the pod holds them, or as drainit
+/// wants them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Held {
+    values: Values,
+    /// drainit's record of the template's values is on the pod.
+    record: bool,
+}
+
+/// The pod annotations: set while the app is busy, the template's values
+/// back once it is idle.
 #[derive(Debug)]
 pub struct Protection {
     namespace: String,
@@ -85,16 +131,17 @@ pub struct Protection {
     interval: Duration,
     cost: i32,
     managed: Managed,
-    /// What the pod holds, as the API server last said: busy's values
-    /// (true), none of the keys (false), or unknown (None: not read, or
-    /// something else): then the next answer's patch goes out whatever it is.
-    on: Option<bool>,
+    /// `--k8s-idle-safe-to-evict`: idle sets safe-to-evict "true".
+    idle_safe_to_evict: bool,
+    /// What the pod's template gave the managed keys: found on them at
+    /// start with no record, or in the record (`RECORD_KEY`).
+    template: Values,
+    /// What the pod holds, as the API server last said (None: unknown,
+    /// after a patch without a clear answer or before the read): then the
+    /// next answer's patch goes out whatever it is.
+    held: Option<Held>,
     state: State,
-    /// Failures in a row (the backoff doubles with each).
-    failures: u32,
-    /// The request to send again at once (after a 401), once per success.
-    follow: Option<Sent>,
-    retried: bool,
+    streak: Streak,
     /// The last failure said (one line until it changes).
     said: Option<Key>,
     /// The sources' failures to answer protection's poll, once per kind.
@@ -108,11 +155,7 @@ pub struct Protection {
     grace_max_given: bool,
     /// The pod's `terminationGracePeriodSeconds`, once read.
     period: Option<u64>,
-    /// A grace read from the pod, not yet handed to the timeline.
-    learnt: Option<Grace>,
-    /// The pod was read (its answer was a 2xx): until then, the read is
-    /// sent again whenever no patch is due.
-    pod_read: bool,
+    read: Read,
     /// `--pre-stop-delay`: a grace from the pod must be longer (a stop
     /// hook gets at most half of what is left after it, so it always fits).
     delay: Duration,
@@ -126,11 +169,11 @@ impl Protection {
             interval: k8s.interval,
             cost: k8s.cost,
             managed: k8s.managed,
-            on: None,
+            idle_safe_to_evict: false,
+            template: Values::default(),
+            held: None,
             state: State::Idle,
-            failures: 0,
-            follow: None,
-            retried: false,
+            streak: Streak::default(),
             said: None,
             sources: Complaints::default(),
             grace,
@@ -138,8 +181,7 @@ impl Protection {
             grace_given: k8s.grace_given,
             grace_max_given: k8s.grace_max_given,
             period: None,
-            learnt: None,
-            pod_read: false,
+            read: Read::Pending,
             delay: Duration::ZERO,
         }
     }
@@ -149,34 +191,98 @@ impl Protection {
             Sent::Read => State::Reading,
             Sent::Patch(busy) => State::Patching { busy },
         };
-        let (method, body) = match sent {
-            Sent::Read => (Method::Get, None),
-            Sent::Patch(busy) => (
-                Method::Patch,
-                Some(patch_body(self.managed, busy, self.cost)),
-            ),
-        };
-        Request::new(Endpoint::K8sPod, method)
-            .with_auth(Auth::ServiceAccount)
-            .with_body(body)
+        self.build(sent)
     }
 
-    /// What the pod holds of the managed keys: busy's values, none, or
-    /// something else (unknown: the next patch goes out either way).
-    fn holds(&self, pod: &Pod) -> Option<bool> {
-        if !pod.holds(self.managed) {
-            return Some(false);
+    /// The request for `sent`: the read, or the patch that makes the pod
+    /// hold what busy (or idle) wants, the record included.
+    fn build(&self, sent: Sent) -> Request {
+        let (method, body) = match sent {
+            Sent::Read => (Method::Get, None),
+            Sent::Patch(busy) => {
+                let want = self.wanted(busy);
+                let record = want
+                    .record
+                    .then(|| record_text(self.managed, &self.template));
+                let body = annotations_patch(self.managed, &want.values, record.as_deref());
+                (Method::Patch, Some(body))
+            }
+        };
+        let mut request = Request::new(Endpoint::K8sPod, method)
+            .with_auth(Auth::ServiceAccount)
+            .with_body(body);
+        if request.method == Method::Patch {
+            request.headers.push(("Accept", PATCH_ACCEPT.to_string()));
         }
-        let cost = self.cost.to_string();
-        let busy = self.managed.iter().all(|a| {
-            let want = match a {
-                Annotation::Cost => cost.as_str(),
-                Annotation::SafeToEvict => "false",
-                Annotation::DoNotDisrupt => "true",
-            };
-            pod.annotations[a as usize].as_deref() == Some(want)
+        request
+    }
+
+    /// `values` with only the managed keys.
+    fn managed_only(&self, values: &Values) -> Values {
+        let mut out = Values::default();
+        for a in self.managed.iter() {
+            out[a as usize] = values[a as usize].clone();
+        }
+        out
+    }
+
+    /// Busy's values of the managed keys.
+    fn busy_values(&self) -> Values {
+        let mut out = Values::default();
+        for a in self.managed.iter() {
+            out[a as usize] = Some(match a {
+                Annotation::Cost => self.cost.to_string(),
+                Annotation::SafeToEvict => "false".to_string(),
+                Annotation::DoNotDisrupt => "true".to_string(),
+            });
+        }
+        out
+    }
+
+    /// What busy (or idle) wants the pod to hold: busy's values, or the
+    /// template's (safe-to-evict "true" with `--k8s-idle-safe-to-evict`);
+    /// the record whenever a value is not the template's.
+    fn wanted(&self, busy: bool) -> Held {
+        let mut values = match busy {
+            true => self.busy_values(),
+            false => self.template.clone(),
+        };
+        let evict = Annotation::SafeToEvict;
+        if !busy && self.idle_safe_to_evict && self.managed.has(evict) {
+            values[evict as usize] = Some("true".to_string());
+        }
+        let record = values != self.template;
+        Held { values, record }
+    }
+
+    /// The pod's keys as read: with no record, they are the template's
+    /// (whatever their values); with one, they are drainit's from an
+    /// earlier run and the record holds the template's.
+    fn take_keys(&mut self, pod: &Pod) {
+        let found = self.managed_only(&pod.annotations);
+        let (template, record) = match pod.record.as_deref() {
+            None => (found.clone(), false),
+            Some(text) => match read_record(self.managed, text) {
+                Ok(template) => {
+                    info!(
+                        "pod {}/{} holds drainit's annotations from an earlier run: the first idle answer restores the template's values kept in {RECORD_KEY}",
+                        self.namespace, self.pod
+                    );
+                    (template, true)
+                }
+                Err(e) => {
+                    warn!(
+                        "Kubernetes pod protection: the pod's {RECORD_KEY} is not drainit's record ({e}): the template's values are not known, so idle removes the keys"
+                    );
+                    (Values::default(), true)
+                }
+            },
+        };
+        self.template = template;
+        self.held = Some(Held {
+            values: found,
+            record,
         });
-        busy.then_some(true)
     }
 
     /// The pod as read at start: its keys are drainit's earlier state, its
@@ -192,13 +298,7 @@ impl Protection {
                 );
             }
         };
-        self.on = self.holds(&pod);
-        if pod.holds(self.managed) {
-            info!(
-                "pod {}/{} holds drainit's annotations from an earlier run: the first idle answer removes them",
-                self.namespace, self.pod
-            );
-        }
+        self.take_keys(&pod);
         let Some(period) = pod.grace_seconds else {
             if pod.grace_unreadable {
                 warn!(
@@ -239,7 +339,9 @@ impl Protection {
                     true => self.grace_max.map(|m| m.max(grace)),
                     false => Some(grace),
                 };
-                self.learnt = Some(Grace { grace, grace_max });
+                self.read = Read::Done {
+                    grace: Some(Grace { grace, grace_max }),
+                };
             }
         }
     }
@@ -253,8 +355,8 @@ impl Protection {
     /// A failure: said once until a different one comes, then no request
     /// before the backoff (at least `after`).
     fn failed(&mut self, now: Instant, key: Key, message: &str, after: Option<Duration>) {
-        self.failures = self.failures.saturating_add(1);
-        let wait = backoff(self.failures).max(after.unwrap_or_default());
+        self.streak.count = self.streak.count.saturating_add(1);
+        let wait = backoff(self.streak.count).max(after.unwrap_or_default());
         self.state = State::Backoff { until: now + wait };
         self.say(key, message);
     }
@@ -266,7 +368,7 @@ impl Protection {
     /// 400, 415, 422) changed nothing and keeps the state.
     fn unknown_after(&mut self, sent: Option<Sent>) {
         if let Some(Sent::Patch(_)) = sent {
-            self.on = None;
+            self.held = None;
         }
     }
 
@@ -280,18 +382,17 @@ impl Protection {
     }
 
     fn applied(&mut self, sent: Option<Sent>, body: &[u8]) {
-        self.failures = 0;
-        self.retried = false;
+        self.streak = Streak::default();
         if self.said.take().is_some() {
             info!("Kubernetes pod protection: the API server accepts drainit's requests again");
         }
         match sent {
             Some(Sent::Read) => {
-                self.pod_read = true;
+                self.read = Read::Done { grace: None };
                 self.read(body)
             }
             Some(Sent::Patch(busy)) => {
-                self.on = Some(busy);
+                self.held = Some(self.wanted(busy));
                 match busy {
                     true => info!(
                         "pod {}/{} protected: the app is busy",
@@ -340,15 +441,19 @@ impl Backend for Protection {
 
     fn request(&mut self, busy: bool, now: Instant) -> Option<Request> {
         match self.state {
-            State::Reading | State::Patching { .. } => return None,
+            State::Reading | State::Patching { .. } | State::Again(_) => return None,
             State::Backoff { until } if now < until => return None,
             State::Backoff { .. } | State::Idle => {}
         }
-        if self.on == Some(busy) {
-            // A patch would change nothing; a read that failed at start
-            // (a RoleBinding made after the pod) is tried again, for the
-            // pod's grace. A stop polls no more, so it ends there.
-            return (!self.pod_read).then(|| self.request_for(Sent::Read));
+        if self.read == Read::Pending {
+            // A read that failed at start (a RoleBinding made after the
+            // pod) is tried again before any patch: a patch needs the
+            // template's values, and the pod's grace comes with them. A
+            // stop polls no more, so it ends there.
+            return Some(self.request_for(Sent::Read));
+        }
+        if self.held.as_ref() == Some(&self.wanted(busy)) {
+            return None; // a patch would change nothing
         }
         Some(self.request_for(Sent::Patch(busy)))
     }
@@ -369,10 +474,12 @@ impl Backend for Protection {
         }
         match verdict {
             Verdict::Applied => self.applied(sent, &response.body),
-            Verdict::Unauthenticated if !self.retried => {
+            Verdict::Unauthenticated if !self.streak.token_retried => {
                 // The token is read again for every request: retry at once.
-                self.retried = true;
-                self.follow = sent;
+                self.streak.token_retried = true;
+                if let Some(sent) = sent {
+                    self.state = State::Again(sent);
+                }
                 self.say(
                     Key::Unauthenticated,
                     "401: the token was refused; reading it again",
@@ -428,12 +535,17 @@ impl Backend for Protection {
     }
 
     fn follow_up(&mut self) -> Option<Request> {
-        let sent = self.follow.take()?;
+        let State::Again(sent) = self.state else {
+            return None;
+        };
         Some(self.request_for(sent))
     }
 
     fn take_grace(&mut self, stopping: bool) -> Option<Grace> {
-        let learnt = self.learnt.take()?;
+        let Read::Done { grace } = &mut self.read else {
+            return None;
+        };
+        let learnt = grace.take()?;
         let period = self.period.unwrap_or_default();
         if stopping {
             info!(
@@ -465,7 +577,47 @@ impl Backend for Protection {
     }
 
     fn is_on(&self) -> bool {
-        self.on == Some(true)
+        self.held
+            .as_ref()
+            .is_some_and(|h| h.values == self.busy_values())
+    }
+
+    fn on_crash(&mut self) -> Option<Request> {
+        let busy_out = matches!(
+            self.state,
+            State::Patching { busy: true } | State::Again(Sent::Patch(true))
+        );
+        let idle = self.wanted(false);
+        let may_be_busy = match &self.held {
+            None => true,
+            Some(held) => *held != idle && self.is_on(),
+        };
+        let due = self.read != Read::Pending && (busy_out || may_be_busy);
+        due.then(|| self.build(Sent::Patch(false)))
+    }
+
+    fn crash_waits(&self) -> bool {
+        // The read at start: the pod may hold busy's values from an
+        // earlier run of the container.
+        self.state == State::Reading
+    }
+
+    fn crash_answered(&mut self, result: Option<Result<Response, Failure>>) {
+        let failure = match &result {
+            Some(Ok(answer)) if matches!(verdict(answer), Verdict::Applied) => {
+                self.held = Some(self.wanted(false));
+                return info!(
+                    "pod {}/{} unprotected: the app ended while protected",
+                    self.namespace, self.pod
+                );
+            }
+            Some(Ok(answer)) => format!("HTTP {}", answer.status),
+            Some(Err(failure)) => failure.to_string(),
+            None => format!("no answer within {} ms", millis(super::CRASH_BOUND)),
+        };
+        warn!(
+            "Kubernetes pod protection: the app ended while protected, and the idle patch failed ({failure}): the pod keeps drainit's annotations until it is deleted or drainit runs in it again"
+        );
     }
 
     fn complain(&mut self, key: Key, message: &str) {
@@ -477,6 +629,7 @@ impl Backend for Protection {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::proto::k8s::{COST_KEY, DO_NOT_DISRUPT_KEY, SAFE_TO_EVICT_KEY};
 
     fn config(grace_given: bool) -> K8sConfig {
         K8sConfig {
@@ -487,6 +640,7 @@ mod tests {
             interval: Duration::from_secs(10),
             cost: 1000,
             managed: Managed::ALL,
+            idle_safe_to_evict: false,
             grace_given,
             grace_max_given: false,
         }
@@ -518,6 +672,34 @@ mod tests {
 
     const BUSY_POD: &str = r#"{"metadata":{"annotations":{"controller.kubernetes.io/pod-deletion-cost":"1000","cluster-autoscaler.kubernetes.io/safe-to-evict":"false","karpenter.sh/do-not-disrupt":"true"}},"spec":{"terminationGracePeriodSeconds":60}}"#;
 
+    /// Busy's values of the three keys.
+    fn busy_values() -> Values {
+        [
+            Some("1000".into()),
+            Some("false".into()),
+            Some("true".into()),
+        ]
+    }
+
+    /// The patch that marks a pod busy whose template set none of the keys.
+    fn busy_patch() -> Vec<u8> {
+        annotations_patch(Managed::ALL, &busy_values(), Some("{}"))
+    }
+
+    /// The patch that gives such a pod its template's values back.
+    fn idle_patch() -> Vec<u8> {
+        annotations_patch(Managed::ALL, &Values::default(), None)
+    }
+
+    /// The pod holds what idle wants, as far as the back-end knows.
+    fn is_idle(p: &Protection) -> bool {
+        p.held == Some(p.wanted(false))
+    }
+
+    fn body(request: Request) -> serde_json::Value {
+        serde_json::from_slice(&request.body.unwrap()).unwrap()
+    }
+
     #[test]
     fn start_reads_the_pod_and_only_changes_are_sent() {
         let t0 = Instant::now();
@@ -527,42 +709,157 @@ mod tests {
             (read.endpoint, read.method, read.auth),
             (Endpoint::K8sPod, Method::Get, Auth::ServiceAccount)
         );
+        assert!(read.headers.is_empty(), "the read takes the whole pod");
         assert_eq!(p.request(true, t0), None, "the read is out");
         p.on_answer(ok(r#"{"spec":{"terminationGracePeriodSeconds":30}}"#), t0);
-        assert_eq!(p.on, Some(false));
+        assert!(is_idle(&p));
         assert_eq!(p.request(false, t0), None, "idle and clean: nothing");
         let busy = p.request(true, t0).unwrap();
         assert_eq!(busy.method, Method::Patch);
-        assert_eq!(busy.body.unwrap(), patch_body(Managed::ALL, true, 1000));
+        assert_eq!(busy.headers, [("Accept", PATCH_ACCEPT.to_string())]);
+        assert_eq!(busy.body.unwrap(), busy_patch());
         assert_eq!(p.request(false, t0), None, "one request out");
         p.on_answer(ok("{}"), t0);
         assert!(p.is_on());
         assert_eq!(p.request(true, t0), None, "busy and on: nothing");
         let idle = p.request(false, t0).unwrap();
-        assert_eq!(idle.body.unwrap(), patch_body(Managed::ALL, false, 1000));
+        assert_eq!(idle.body.unwrap(), idle_patch());
         p.on_answer(ok("{}"), t0);
         assert!(!p.is_on());
     }
 
     #[test]
-    fn keys_found_at_start_are_cleared_by_the_first_idle_answer() {
+    fn keys_found_with_drainits_record_are_drainits_and_idle_restores_the_template() {
         let t0 = Instant::now();
+        let recorded = r#"{"metadata":{"annotations":{"controller.kubernetes.io/pod-deletion-cost":"1000","cluster-autoscaler.kubernetes.io/safe-to-evict":"false","karpenter.sh/do-not-disrupt":"true","drainit.dev/template-annotations":"{\"cluster-autoscaler.kubernetes.io/safe-to-evict\":\"true\"}"}}}"#;
+        let mut p = Protection::new(&config(false), None, None);
+        p.start();
+        p.on_answer(ok(recorded), t0);
+        assert!(p.is_on());
+        assert_eq!(p.request(true, t0), None, "busy already: nothing");
+        let restore = p.request(false, t0).expect("idle restores the template");
+        assert_eq!(
+            body(restore),
+            serde_json::json!({"metadata": {"annotations": {
+                COST_KEY: null, SAFE_TO_EVICT_KEY: "true", DO_NOT_DISRUPT_KEY: null, RECORD_KEY: null}}})
+        );
+        p.on_answer(ok("{}"), t0);
+        assert!(is_idle(&p) && !p.is_on());
+        assert_eq!(p.request(false, t0), None);
+    }
+
+    #[test]
+    fn keys_found_without_a_record_are_the_templates_whatever_their_values() {
+        let t0 = Instant::now();
+        // Busy's own values, from the template: nothing to write, ever.
         let mut p = Protection::new(&config(false), None, None);
         p.start();
         p.on_answer(ok(BUSY_POD), t0);
         assert!(p.is_on());
-        assert_eq!(p.request(true, t0), None, "busy already: nothing");
-        assert!(p.request(false, t0).is_some(), "idle clears them");
-        // Other values than busy's (someone else's cost): unknown, so a
-        // busy answer sets them and an idle one clears them.
+        assert_eq!(p.request(true, t0), None);
+        assert_eq!(p.request(false, t0), None, "idle keeps the template's");
+        // Other values: busy overwrites them and records them in the same
+        // patch; idle puts them back and removes the record.
         let mut q = Protection::new(&config(false), None, None);
         q.start();
         q.on_answer(
-            ok(r#"{"metadata":{"annotations":{"karpenter.sh/do-not-disrupt":"false"}}}"#),
+            ok(r#"{"metadata":{"annotations":{"karpenter.sh/do-not-disrupt":"false","controller.kubernetes.io/pod-deletion-cost":"-100"}}}"#),
             t0,
         );
-        assert_eq!(q.on, None);
-        assert!(q.request(true, t0).is_some());
+        assert!(is_idle(&q) && !q.is_on());
+        assert_eq!(q.request(false, t0), None);
+        let busy = q.request(true, t0).unwrap();
+        let record = r#"{"controller.kubernetes.io/pod-deletion-cost":"-100","karpenter.sh/do-not-disrupt":"false"}"#;
+        assert_eq!(
+            body(busy),
+            serde_json::json!({"metadata": {"annotations": {
+                COST_KEY: "1000", SAFE_TO_EVICT_KEY: "false", DO_NOT_DISRUPT_KEY: "true", RECORD_KEY: record}}})
+        );
+        q.on_answer(ok("{}"), t0);
+        assert!(q.is_on());
+        let back = q.request(false, t0).unwrap();
+        assert_eq!(
+            body(back),
+            serde_json::json!({"metadata": {"annotations": {
+                COST_KEY: "-100", SAFE_TO_EVICT_KEY: null, DO_NOT_DISRUPT_KEY: "false", RECORD_KEY: null}}})
+        );
+        // A record drainit cannot read: the template is not known, and idle
+        // removes the keys and the record.
+        let mut r = Protection::new(&config(false), None, None);
+        r.start();
+        r.on_answer(
+            ok(r#"{"metadata":{"annotations":{"karpenter.sh/do-not-disrupt":"true","drainit.dev/template-annotations":"[1]"}}}"#),
+            t0,
+        );
+        assert_eq!(r.request(false, t0).unwrap().body.unwrap(), idle_patch());
+    }
+
+    #[test]
+    fn idle_safe_to_evict_says_true_when_idle_and_keeps_the_template() {
+        let t0 = Instant::now();
+        let mut p = Protection::new(&config(false), None, None);
+        p.idle_safe_to_evict = true;
+        p.start();
+        p.on_answer(
+            ok(r#"{"metadata":{"annotations":{"cluster-autoscaler.kubernetes.io/safe-to-evict":"false"}}}"#),
+            t0,
+        );
+        assert!(!is_idle(&p), "the template says false");
+        let idle_patch = p.request(false, t0).expect("idle says true");
+        let record = r#"{"cluster-autoscaler.kubernetes.io/safe-to-evict":"false"}"#;
+        assert_eq!(
+            body(idle_patch),
+            serde_json::json!({"metadata": {"annotations": {
+                COST_KEY: null, SAFE_TO_EVICT_KEY: "true", DO_NOT_DISRUPT_KEY: null, RECORD_KEY: record}}})
+        );
+        p.on_answer(ok("{}"), t0);
+        assert!(is_idle(&p));
+        assert_eq!(p.request(false, t0), None);
+        assert!(p.request(true, t0).is_some());
+        // A template that says true already: idle is the template.
+        let mut q = Protection::new(&config(false), None, None);
+        q.idle_safe_to_evict = true;
+        q.start();
+        q.on_answer(
+            ok(r#"{"metadata":{"annotations":{"cluster-autoscaler.kubernetes.io/safe-to-evict":"true"}}}"#),
+            t0,
+        );
+        assert_eq!(q.request(false, t0), None);
+    }
+
+    #[test]
+    fn a_crash_takes_protection_off_when_it_may_be_on() {
+        let t0 = Instant::now();
+        let read = |p: &mut Protection, pod: &str| {
+            p.start();
+            p.on_answer(ok(pod), t0);
+        };
+        // Never read: nothing known, nothing sent.
+        let mut p = Protection::new(&config(false), None, None);
+        p.start();
+        assert_eq!(p.on_crash(), None);
+        // Idle: nothing to take off.
+        read(&mut p, "{}");
+        assert_eq!(p.on_crash(), None);
+        // A busy patch out: it may land, so the idle patch goes.
+        p.request(true, t0).unwrap();
+        let crash = p.on_crash().expect("busy may be on");
+        assert_eq!(crash.body.unwrap(), idle_patch());
+        assert_eq!(crash.headers, [("Accept", PATCH_ACCEPT.to_string())]);
+        assert_eq!(p.state, State::Patching { busy: true }, "beside it");
+        p.on_answer(ok("{}"), t0);
+        assert!(p.is_on());
+        assert!(p.on_crash().is_some(), "protected");
+        p.crash_answered(Some(ok("{}")));
+        assert!(is_idle(&p));
+        // Unknown after a lost patch: sent.
+        p.request(true, t0).unwrap();
+        p.on_answer(status(500), t0);
+        assert!(p.on_crash().is_some(), "unknown");
+        // A template holding busy's values: nothing to take off.
+        let mut q = Protection::new(&config(false), None, None);
+        read(&mut q, BUSY_POD);
+        assert_eq!(q.on_crash(), None);
     }
 
     #[test]
@@ -597,15 +894,15 @@ mod tests {
             let mut p = Protection::new(&config(false), None, None);
             p.start();
             p.on_answer(ok("{}"), t0);
-            assert_eq!(p.on, Some(false));
+            assert!(is_idle(&p));
             p.request(true, t0).unwrap();
             // Perhaps applied: the idle answer must go out, or busy's
             // annotations could stay on an idle pod.
             p.on_answer(lost, t0);
             let idle = p.request(false, later).expect("idle is sent again");
-            assert_eq!(idle.body.unwrap(), patch_body(Managed::ALL, false, 1000));
+            assert_eq!(idle.body.unwrap(), idle_patch());
             p.on_answer(ok("{}"), later);
-            assert_eq!(p.on, Some(false));
+            assert!(is_idle(&p));
         }
         // A clear refusal changed nothing: the state stays.
         for refused in [403, 404, 422] {
@@ -614,30 +911,26 @@ mod tests {
             p.on_answer(ok("{}"), t0);
             p.request(true, t0).unwrap();
             p.on_answer(status(refused), t0);
-            assert_eq!(p.on, Some(false), "{refused}");
+            assert!(is_idle(&p), "{refused}");
             assert_eq!(p.request(false, later), None, "{refused}");
         }
     }
 
     #[test]
-    fn a_failed_read_is_tried_again_once_no_patch_is_due() {
+    fn a_failed_read_is_tried_again_before_any_patch() {
         let t0 = Instant::now();
         let s = Duration::from_secs;
         let mut p = Protection::new(&config(false), Some(s(25)), None);
         p.start();
         p.on_answer(status(403), t0);
-        // The state is unknown: busy's patch first.
-        let busy = p.request(true, t0 + s(2)).unwrap();
-        assert_eq!(busy.method, Method::Patch);
-        p.on_answer(ok("{}"), t0 + s(2));
-        // Nothing to patch: the read again.
-        let read = p.request(true, t0 + s(3)).unwrap();
+        // The template's values are not known: no patch, the read again.
+        let read = p.request(true, t0 + s(2)).unwrap();
         assert_eq!(read.method, Method::Get);
-        p.on_answer(status(403), t0 + s(3));
-        assert_eq!(p.request(true, t0 + s(3)), None, "its backoff");
-        let read = p.request(true, t0 + s(5)).unwrap();
+        p.on_answer(status(403), t0 + s(2));
+        assert_eq!(p.request(true, t0 + s(2)), None, "its backoff");
+        let read = p.request(true, t0 + s(4)).unwrap();
         assert_eq!(read.method, Method::Get);
-        p.on_answer(ok(BUSY_POD), t0 + s(5));
+        p.on_answer(ok(BUSY_POD), t0 + s(4));
         assert_eq!(p.take_grace(false).unwrap().grace, s(54));
         assert_eq!(p.request(true, t0 + s(6)), None, "read once");
     }
@@ -719,6 +1012,12 @@ mod tests {
         p.on_answer(Ok(answer), t0);
         assert_eq!(p.request(true, t0 + s(19)), None);
         assert!(p.request(true, t0 + s(20)).is_some());
+        // So does a 503 that gives one.
+        let mut answer = status(503).unwrap();
+        answer.retry_after = Some(s(30));
+        p.on_answer(Ok(answer), t0);
+        assert_eq!(p.request(true, t0 + s(29)), None);
+        assert!(p.request(true, t0 + s(30)).is_some());
         // 403, 404, 422, 5xx: backoff, doubling.
         for code in [403, 404, 422, 500, 409] {
             p.on_answer(status(code), t0);
@@ -728,6 +1027,6 @@ mod tests {
         }
         p.on_answer(ok("{}"), t0);
         assert!(p.is_on());
-        assert_eq!((p.failures, p.state), (0, State::Idle));
+        assert_eq!((p.streak, p.state), (Streak::default(), State::Idle));
     }
 }

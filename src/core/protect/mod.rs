@@ -10,6 +10,11 @@
 //! read its platform once at start (`Backend::start`) and set the
 //! deadline from what it read (`Backend::take_grace`). One request is out
 //! at a time. Protection ends when the stop begins: nothing more is sent.
+//! When the app ends by itself while protected (a crash, no stop under
+//! way), a back-end may take protection off with one request
+//! (`Backend::on_crash`; asked again when the request then out answers,
+//! the start's read of what the platform holds): the run's exit waits for
+//! them at most `CRASH_BOUND`, so a crashed pod never keeps its node.
 
 pub mod ecs;
 pub mod k8s;
@@ -29,8 +34,14 @@ timer_kind! {
     pub enum ProtectTimer {
         /// The next protection poll.
         Poll,
+        /// The end of the wait for the crash request's answer.
+        Crash,
     }
 }
+
+/// The longest the exit waits for the answer to the request that takes
+/// protection off after a crash, whatever the platform does.
+pub const CRASH_BOUND: Duration = Duration::from_millis(1500);
 use crate::proto::exchange::Request;
 use crate::proto::http::{Failure, Response};
 
@@ -65,6 +76,22 @@ pub trait Backend {
     fn take_grace(&mut self, _stopping: bool) -> Option<Grace> {
         None
     }
+    /// The app ended by itself while no stop was under way: the request
+    /// that takes protection off, if it may be on (sent beside any request
+    /// still out; answered by `crash_answered`). Asked again when the
+    /// request out then answers, within `CRASH_BOUND`.
+    fn on_crash(&mut self) -> Option<Request> {
+        None
+    }
+    /// After a crash with no request due (`on_crash`): the request out may
+    /// still show protection on (the start's read), so its answer is
+    /// waited for, within `CRASH_BOUND`, and `on_crash` asked again.
+    fn crash_waits(&self) -> bool {
+        false
+    }
+    /// The crash request's answer, or None when none came within
+    /// `CRASH_BOUND`.
+    fn crash_answered(&mut self, _result: Option<Result<Response, Failure>>) {}
     /// What the back-end says of itself (`Report`), with the run's grace
     /// (`deadline`).
     fn report(&self, deadline: &Deadline) -> Report;
@@ -95,7 +122,8 @@ pub struct Report {
 /// (dispatched without a vtable).
 pub enum Platform {
     Ecs(ecs::Protection),
-    K8s(k8s::Protection),
+    /// Boxed: its pod's values make it the largest by far.
+    K8s(Box<k8s::Protection>),
     /// A back-end for the unit tests of this file.
     #[cfg(test)]
     Test(tests::Held),
@@ -119,7 +147,7 @@ macro_rules! each {
 fn backends(config: &Config) -> Option<Platform> {
     ecs::from_config(config)
         .map(Platform::Ecs)
-        .or_else(|| k8s::from_config(config).map(Platform::K8s))
+        .or_else(|| k8s::from_config(config).map(|p| Platform::K8s(Box::new(p))))
 }
 
 /// Protection runs: a platform's back-end is configured (the shell starts
@@ -152,6 +180,9 @@ pub struct Protection {
     round: Option<(Vec<Answer>, usize)>,
     /// The platform request out.
     request: Option<Token>,
+    /// After a crash: the run's exit waits, at most until the `Crash`
+    /// timer, for the crash request (Some) or for the request out (None).
+    crash: Option<Option<Token>>,
     /// Since when every answer said idle (for the back-end's hold).
     idle_since: Option<Instant>,
     /// The stop began: nothing more is sent.
@@ -170,6 +201,7 @@ impl Protection {
             next_poll: None,
             round: None,
             request: None,
+            crash: None,
             idle_since: None,
             ended: false,
         };
@@ -277,10 +309,24 @@ impl Protection {
         stopping: bool,
         asks: &mut Asks,
     ) -> Option<Grace> {
-        if self.request == Some(token) {
-            self.request = None;
+        if self.crash == Some(Some(token)) {
+            self.crash = None;
+            self.timers.set(ProtectTimer::Crash, None);
+            each!(&mut self.platform, b => b.crash_answered(Some(result)));
+            return None;
         }
+        if self.request != Some(token) {
+            return None; // the crash request's answer, after its bound
+        }
+        self.request = None;
         each!(&mut self.platform, b => b.on_answer(result, now));
+        if self.crash == Some(None) {
+            // The answer the crash waited for: perhaps a patch is due now.
+            let until = self.timers.get(ProtectTimer::Crash).unwrap_or(now);
+            self.crash = None;
+            self.timers.set(ProtectTimer::Crash, None);
+            self.crash_request(now, until, asks);
+        }
         let follow = each!(&mut self.platform, b => b.follow_up());
         if let Some(request) = follow.filter(|_| !self.ended && !stopping) {
             self.send(request, asks);
@@ -291,6 +337,51 @@ impl Protection {
     /// What the back-end reports (`Report`), with the run's grace.
     pub fn report(&self, deadline: &Deadline) -> Report {
         each!(&self.platform, b => b.report(deadline))
+    }
+
+    /// The app ended by itself at `now` with no stop under way: the
+    /// back-end's request to take protection off goes out, and the exit
+    /// waits for it (`holds_exit`) at most `CRASH_BOUND`.
+    pub fn on_crash(&mut self, now: Instant, asks: &mut Asks) {
+        self.crash_request(now, now + CRASH_BOUND, asks);
+        let waits = each!(&self.platform, b => b.crash_waits());
+        if self.crash.is_none() && self.request.is_some() && waits {
+            // The request out (the start's read) may show protection on.
+            self.crash = Some(None);
+            self.timers
+                .set(ProtectTimer::Crash, Some(now + CRASH_BOUND));
+        }
+    }
+
+    /// The back-end's crash request, if it has one, out until `until`.
+    fn crash_request(&mut self, now: Instant, until: Instant, asks: &mut Asks) {
+        let Some(request) = each!(&mut self.platform, b => b.on_crash()) else {
+            return;
+        };
+        let timeout = until
+            .saturating_duration_since(now)
+            .max(Duration::from_millis(1));
+        let kind = RequestKind::ProtectUpdate;
+        let token = asks.send(Owner::Protect, kind, Lane::Protect, request, timeout);
+        self.crash = Some(Some(token));
+        self.timers.set(ProtectTimer::Crash, Some(now + timeout));
+    }
+
+    /// After a crash, a request is out and within its bound: the exit
+    /// waits.
+    pub fn holds_exit(&self) -> bool {
+        self.crash.is_some()
+    }
+
+    /// The crash's bound passed at `now` with no answer: the exit waits no
+    /// more.
+    pub fn crash_due(&mut self, now: Instant) {
+        if self.crash.is_some() && self.timers.due(ProtectTimer::Crash, now) {
+            if let Some(Some(_)) = self.crash.take() {
+                each!(&mut self.platform, b => b.crash_answered(None));
+            }
+            self.timers.set(ProtectTimer::Crash, None);
+        }
     }
 
     /// The stop began (or the child is gone): no poll is due any more, and
@@ -361,6 +452,7 @@ mod tests {
             next_poll: None,
             round: None,
             request: None,
+            crash: None,
             idle_since: None,
             ended: false,
         };
