@@ -314,6 +314,17 @@ pub struct Pod {
     pub grace_seconds: Option<u64>,
     /// It is there but not a whole number of seconds.
     pub grace_unreadable: bool,
+    /// `metadata.uid`: another one is another pod of the same name.
+    pub uid: Option<String>,
+    /// `metadata.deletionTimestamp` on the API server's clock: the pod is
+    /// being deleted, and the kill comes no earlier (None: not being
+    /// deleted, or a time that does not read).
+    pub deletion: Option<SystemTime>,
+    /// `metadata.deletionGracePeriodSeconds`.
+    pub deletion_grace_seconds: Option<u64>,
+    /// The reason of the pod's `DisruptionTarget` condition (status
+    /// `True`): why the kubelet or a controller is stopping it.
+    pub disruption: Option<String>,
 }
 
 impl Pod {
@@ -348,6 +359,60 @@ enum At {
     Metadata,
     Spec,
     Annotations,
+    Status,
+}
+
+/// An RFC 3339 time as the API server writes one
+/// (`2026-11-28T20:42:34Z`, a fraction and an offset allowed).
+pub fn parse_time(text: &str) -> Option<SystemTime> {
+    let b = text.as_bytes();
+    let digits = |from: usize, len: usize| -> Option<u64> {
+        let part = b.get(from..from + len)?;
+        part.iter()
+            .all(u8::is_ascii_digit)
+            .then(|| part.iter().fold(0, |n, d| n * 10 + u64::from(d - b'0')))
+    };
+    let at = |i: usize, c: u8| b.get(i) == Some(&c);
+    if !(at(4, b'-')
+        && at(7, b'-')
+        && (at(10, b'T') || at(10, b't'))
+        && at(13, b':')
+        && at(16, b':'))
+    {
+        return None;
+    }
+    let (year, month, day) = (digits(0, 4)?, digits(5, 2)?, digits(8, 2)?);
+    let (h, m, sec) = (digits(11, 2)?, digits(14, 2)?, digits(17, 2)?);
+    if !(1..=31).contains(&day) || h > 23 || m > 59 || sec > 60 {
+        return None;
+    }
+    let mut rest = &text[19..];
+    if let Some(fraction) = rest.strip_prefix('.') {
+        let n = fraction.bytes().take_while(u8::is_ascii_digit).count();
+        if n == 0 {
+            return None;
+        }
+        rest = &fraction[n..];
+    }
+    let time = crate::proto::http::civil_time(year, month, day, h, m, sec)?;
+    match rest.as_bytes() {
+        b"Z" | b"z" => Some(time),
+        [sign @ (b'+' | b'-'), _, _, b':', _, _] => {
+            let r = rest.as_bytes();
+            let hh = u64::from(r[1].wrapping_sub(b'0')) * 10 + u64::from(r[2].wrapping_sub(b'0'));
+            let mm = u64::from(r[4].wrapping_sub(b'0')) * 10 + u64::from(r[5].wrapping_sub(b'0'));
+            if ![1, 2, 4, 5].iter().all(|i| r[*i].is_ascii_digit()) || hh > 23 || mm > 59 {
+                return None;
+            }
+            let offset = Duration::from_secs(hh * 3_600 + mm * 60);
+            // Local time ahead of UTC (+) is later than UTC by the offset.
+            match sign {
+                b'+' => time.checked_sub(offset),
+                _ => time.checked_add(offset),
+            }
+        }
+        _ => None,
+    }
 }
 
 /// Walks one object at `at`, storing what it needs into `pod`.
@@ -440,10 +505,17 @@ impl<'de> Visitor<'de> for Walk<'_> {
     }
     fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<(), A::Error> {
         let keys: &[&'static str] = match self.at {
-            At::Top => &["metadata", "spec"],
-            At::Metadata => &["annotations", "resourceVersion"],
+            At::Top => &["metadata", "spec", "status"],
+            At::Metadata => &[
+                "annotations",
+                "resourceVersion",
+                "uid",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+            ],
             At::Spec => &["terminationGracePeriodSeconds"],
             At::Annotations => &[COST_KEY, SAFE_TO_EVICT_KEY, DO_NOT_DISRUPT_KEY],
+            At::Status => &["conditions"],
         };
         while let Some(found) = m.next_key_seed(Key(keys))? {
             let pod = &mut *self.pod;
@@ -452,12 +524,26 @@ impl<'de> Visitor<'de> for Walk<'_> {
                     pod,
                     at: At::Metadata,
                 })?,
-                (At::Top, Some(_)) => m.next_value_seed(Walk { pod, at: At::Spec })?,
+                (At::Top, Some(1)) => m.next_value_seed(Walk { pod, at: At::Spec })?,
+                (At::Top, Some(_)) => m.next_value_seed(Walk {
+                    pod,
+                    at: At::Status,
+                })?,
                 (At::Metadata, Some(0)) => m.next_value_seed(Walk {
                     pod,
                     at: At::Annotations,
                 })?,
-                (At::Metadata, Some(_)) => pod.resource_version = m.next_value_seed(Text)?,
+                (At::Metadata, Some(1)) => pod.resource_version = m.next_value_seed(Text)?,
+                (At::Metadata, Some(2)) => pod.uid = m.next_value_seed(Text)?,
+                (At::Metadata, Some(3)) => {
+                    pod.deletion = m.next_value_seed(Text)?.as_deref().and_then(parse_time)
+                }
+                (At::Metadata, Some(_)) => {
+                    if let Some(Ok(seconds)) = m.next_value_seed(Period)? {
+                        pod.deletion_grace_seconds = Some(seconds);
+                    }
+                }
+                (At::Status, Some(_)) => pod.disruption = m.next_value_seed(Conditions)?,
                 (At::Spec, Some(_)) => match m.next_value_seed(Period)? {
                     Some(Ok(seconds)) => pod.grace_seconds = Some(seconds),
                     Some(Err(())) => pod.grace_unreadable = true,
@@ -515,6 +601,106 @@ impl<'de> Visitor<'de> for Period {
     fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
         while m.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
         Ok(Some(Err(())))
+    }
+}
+
+/// `status.conditions`: the reason of a `DisruptionTarget` condition whose
+/// status is `True`, if any (every other value skipped).
+struct Conditions;
+
+impl<'de> DeserializeSeed<'de> for Conditions {
+    type Value = Option<String>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Conditions {
+    type Value = Option<String>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("conditions")
+    }
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+        let mut found = None;
+        while let Some(reason) = a.next_element_seed(Condition)? {
+            found = found.or(reason);
+        }
+        Ok(found)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<Self::Value, A::Error> {
+        Text.visit_map(m)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+}
+
+/// One condition: its reason when it is a `DisruptionTarget` that holds.
+struct Condition;
+
+impl<'de> DeserializeSeed<'de> for Condition {
+    type Value = Option<String>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Condition {
+    type Value = Option<String>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a condition")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+        let (mut kind, mut status, mut reason) = (None, None, None);
+        while let Some(found) = m.next_key_seed(Key(&["type", "status", "reason"]))? {
+            match found {
+                Some(0) => kind = m.next_value_seed(Text)?,
+                Some(1) => status = m.next_value_seed(Text)?,
+                Some(_) => reason = m.next_value_seed(Text)?,
+                None => {
+                    m.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        let holds =
+            kind.as_deref() == Some("DisruptionTarget") && status.as_deref() == Some("True");
+        Ok(reason.filter(|_| holds))
+    }
+    fn visit_seq<A: de::SeqAccess<'de>>(self, s: A) -> Result<Self::Value, A::Error> {
+        Text.visit_seq(s)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(None)
     }
 }
 
@@ -911,6 +1097,53 @@ mod tests {
         assert_eq!(pod_grace(PERIOD_LIMIT_SECONDS), year - year / 10);
         assert_eq!(pod_grace(PERIOD_LIMIT_SECONDS + 1), year - year / 10);
         assert_eq!(pod_grace(u64::MAX), year - year / 10, "clamped to a year");
+    }
+
+    #[test]
+    fn a_deletion_and_its_reason_are_read() {
+        let body = br#"{"metadata":{"uid":"u-1","deletionTimestamp":"2026-11-28T20:42:34Z",
+            "deletionGracePeriodSeconds":10,"resourceVersion":"5"},
+          "spec":{"terminationGracePeriodSeconds":30},
+          "status":{"phase":"Running","conditions":[{"type":"Ready","status":"True"},
+            {"type":"DisruptionTarget","status":"True","reason":"TerminationByKubelet","message":"x"}]}}"#;
+        let pod = read_pod(body).unwrap();
+        assert_eq!(pod.uid.as_deref(), Some("u-1"));
+        assert_eq!(pod.deletion, parse_time("2026-11-28T20:42:34Z"));
+        assert!(pod.deletion.is_some());
+        assert_eq!(pod.deletion_grace_seconds, Some(10));
+        assert_eq!(pod.disruption.as_deref(), Some("TerminationByKubelet"));
+        assert_eq!(pod.grace_seconds, Some(30));
+        // A condition that does not hold says nothing; odd shapes are skipped.
+        let off = br#"{"status":{"conditions":[{"type":"DisruptionTarget","status":"False","reason":"R"}]}}"#;
+        assert_eq!(read_pod(off).unwrap().disruption, None);
+        for odd in [r#"null"#, r#"{}"#, r#"[1,"a",null,[]]"#, r#""x""#] {
+            let body = format!(r#"{{"status":{{"conditions":{odd}}}}}"#);
+            assert_eq!(read_pod(body.as_bytes()).unwrap().disruption, None, "{odd}");
+        }
+    }
+
+    #[test]
+    fn rfc_3339_times() {
+        let at = |secs: u64| Some(SystemTime::UNIX_EPOCH + Duration::from_secs(secs));
+        assert_eq!(parse_time("1970-01-01T00:00:00Z"), at(0));
+        assert_eq!(parse_time("1994-11-06T08:49:37Z"), at(784_111_777));
+        assert_eq!(parse_time("1994-11-06T08:49:37.123456Z"), at(784_111_777));
+        assert_eq!(parse_time("1994-11-06T10:49:37+02:00"), at(784_111_777));
+        assert_eq!(parse_time("1994-11-06T06:49:37-02:00"), at(784_111_777));
+        for bad in [
+            "",
+            "1994-11-06",
+            "1994-11-06T08:49:37",
+            "1994-13-06T08:49:37Z",
+            "1994-11-06T24:49:37Z",
+            "1994-11-06T08:49:37.Z",
+            "1994-11-06T08:49:37+2:00",
+            "1994-11-06 08:49:37Z",
+            "1969-12-31T23:59:59Z",
+            "+994-11-06T08:49:37Z",
+        ] {
+            assert_eq!(parse_time(bad), None, "{bad}");
+        }
     }
 
     #[test]
