@@ -47,6 +47,9 @@ pub const TOKEN_LIMIT: usize = 16 * 1024;
 pub const REQUEST_LIMIT: usize = TOKEN_LIMIT + 4 * 1024;
 /// Longest annotation value kept from a pod read.
 pub const VALUE_LIMIT: usize = 256;
+/// Most containers kept from a pod read (init containers included); the
+/// API server allows far fewer in practice.
+pub const CONTAINER_LIMIT: usize = 64;
 /// The longest `Retry-After` honoured: a server cannot stop protection
 /// for longer than this with one answer.
 pub const RETRY_AFTER_LIMIT: Duration = Duration::from_secs(300);
@@ -325,6 +328,39 @@ pub struct Pod {
     /// The reason of the pod's `DisruptionTarget` condition (status
     /// `True`): why the kubelet or a controller is stopping it.
     pub disruption: Option<String>,
+    /// `spec.containers`, then `spec.initContainers`: what the grace
+    /// needs of each (at most `CONTAINER_LIMIT`).
+    pub containers: Vec<Container>,
+}
+
+/// A container's `lifecycle.preStop` hook.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PreStop {
+    #[default]
+    None,
+    /// The native `sleep` action, its seconds.
+    Sleep(u64),
+    /// An `exec` or `httpGet` hook (or another action): its time is not
+    /// known ahead.
+    Other,
+}
+
+/// What the grace needs of one container of the pod's spec.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Container {
+    pub name: String,
+    /// From `initContainers` with `restartPolicy: Always` (a sidecar):
+    /// it is stopped after the main containers.
+    pub restartable: bool,
+    /// An init container that runs to completion: never running when the
+    /// stop comes.
+    pub init: bool,
+    /// Its `command` or `args` runs a program named `drainit`.
+    pub runs_drainit: bool,
+    /// `livenessProbe.terminationGracePeriodSeconds`,
+    /// `startupProbe.terminationGracePeriodSeconds`.
+    pub probe_grace: [Option<u64>; 2],
+    pub pre_stop: PreStop,
 }
 
 impl Pod {
@@ -360,6 +396,12 @@ enum At {
     Spec,
     Annotations,
     Status,
+    Container,
+    /// A probe: `Container::probe_grace`'s slot.
+    Probe(usize),
+    Lifecycle,
+    Handler,
+    Sleep,
 }
 
 /// An RFC 3339 time as the API server writes one
@@ -513,7 +555,24 @@ impl<'de> Visitor<'de> for Walk<'_> {
                 "deletionTimestamp",
                 "deletionGracePeriodSeconds",
             ],
-            At::Spec => &["terminationGracePeriodSeconds"],
+            At::Spec => &[
+                "terminationGracePeriodSeconds",
+                "containers",
+                "initContainers",
+            ],
+            At::Container => &[
+                "name",
+                "command",
+                "args",
+                "restartPolicy",
+                "livenessProbe",
+                "startupProbe",
+                "lifecycle",
+            ],
+            At::Probe(_) => &["terminationGracePeriodSeconds"],
+            At::Lifecycle => &["preStop"],
+            At::Handler => &["sleep", "exec", "httpGet", "tcpSocket"],
+            At::Sleep => &["seconds"],
             At::Annotations => &[COST_KEY, SAFE_TO_EVICT_KEY, DO_NOT_DISRUPT_KEY],
             At::Status => &["conditions"],
         };
@@ -544,11 +603,67 @@ impl<'de> Visitor<'de> for Walk<'_> {
                     }
                 }
                 (At::Status, Some(_)) => pod.disruption = m.next_value_seed(Conditions)?,
-                (At::Spec, Some(_)) => match m.next_value_seed(Period)? {
+                (At::Spec, Some(0)) => match m.next_value_seed(Period)? {
                     Some(Ok(seconds)) => pod.grace_seconds = Some(seconds),
                     Some(Err(())) => pod.grace_unreadable = true,
                     None => {}
                 },
+                (At::Spec, Some(i)) => m.next_value_seed(Containers { pod, init: i == 2 })?,
+                (At::Container, Some(0)) => {
+                    if let (Some(c), Some(name)) =
+                        (pod.containers.last_mut(), m.next_value_seed(Text)?)
+                    {
+                        c.name = name;
+                    }
+                }
+                (At::Container, Some(1 | 2)) => {
+                    if m.next_value_seed(RunsDrainit)? {
+                        if let Some(c) = pod.containers.last_mut() {
+                            c.runs_drainit = true;
+                        }
+                    }
+                }
+                (At::Container, Some(3)) => {
+                    let always = m.next_value_seed(Text)?.as_deref() == Some("Always");
+                    if let Some(c) = pod.containers.last_mut().filter(|c| c.init) {
+                        c.restartable = always;
+                    }
+                }
+                (At::Container, Some(i @ (4 | 5))) => m.next_value_seed(Walk {
+                    pod,
+                    at: At::Probe(i - 4),
+                })?,
+                (At::Container, Some(_)) => m.next_value_seed(Walk {
+                    pod,
+                    at: At::Lifecycle,
+                })?,
+                (At::Probe(i), Some(_)) => {
+                    if let (Some(c), Some(Ok(seconds))) =
+                        (pod.containers.last_mut(), m.next_value_seed(Period)?)
+                    {
+                        c.probe_grace[i.min(1)] = Some(seconds);
+                    }
+                }
+                (At::Lifecycle, Some(_)) => {
+                    if let Some(c) = pod.containers.last_mut() {
+                        c.pre_stop = PreStop::Other;
+                    }
+                    m.next_value_seed(Walk {
+                        pod,
+                        at: At::Handler,
+                    })?
+                }
+                (At::Handler, Some(0)) => m.next_value_seed(Walk { pod, at: At::Sleep })?,
+                (At::Handler, Some(_)) => {
+                    m.next_value::<IgnoredAny>()?;
+                }
+                (At::Sleep, Some(_)) => {
+                    if let (Some(c), Some(Ok(seconds))) =
+                        (pod.containers.last_mut(), m.next_value_seed(Period)?)
+                    {
+                        c.pre_stop = PreStop::Sleep(seconds);
+                    }
+                }
                 (At::Annotations, Some(i)) => pod.annotations[i] = m.next_value_seed(Text)?,
                 (_, None) => {
                     m.next_value::<IgnoredAny>()?;
@@ -601,6 +716,116 @@ impl<'de> Visitor<'de> for Period {
     fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
         while m.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
         Ok(Some(Err(())))
+    }
+}
+
+/// `spec.containers` or `spec.initContainers`: each object walked as a
+/// container (pushed first, so the walk fills the last one), at most
+/// `CONTAINER_LIMIT` in all; anything else skipped.
+struct Containers<'p> {
+    pod: &'p mut Pod,
+    init: bool,
+}
+
+impl<'de> DeserializeSeed<'de> for Containers<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Containers<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("containers")
+    }
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut a: A) -> Result<(), A::Error> {
+        loop {
+            if self.pod.containers.len() >= CONTAINER_LIMIT {
+                while a.next_element::<IgnoredAny>()?.is_some() {}
+                return Ok(());
+            }
+            self.pod.containers.push(Container {
+                init: self.init,
+                ..Container::default()
+            });
+            let walk = Walk {
+                pod: &mut *self.pod,
+                at: At::Container,
+            };
+            if a.next_element_seed(walk)?.is_none() {
+                self.pod.containers.pop();
+                return Ok(());
+            }
+        }
+    }
+    fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<(), A::Error> {
+        Text.visit_map(m).map(|_| ())
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+}
+
+/// A `command` or `args` list: true when one of its words runs a
+/// program named `drainit` (any directory).
+struct RunsDrainit;
+
+impl<'de> DeserializeSeed<'de> for RunsDrainit {
+    type Value = bool;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for RunsDrainit {
+    type Value = bool;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a command")
+    }
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut a: A) -> Result<bool, A::Error> {
+        let mut found = false;
+        while let Some(word) = a.next_element_seed(Text)? {
+            let word = word.unwrap_or_default();
+            found |= word.rsplit('/').next() == Some("drainit");
+        }
+        Ok(found)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<bool, A::Error> {
+        Text.visit_map(m).map(|_| false)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<bool, E> {
+        Ok(false)
     }
 }
 
@@ -797,6 +1022,70 @@ pub fn pod_grace(period_seconds: u64) -> Duration {
     let period = Duration::from_secs(period_seconds.min(PERIOD_LIMIT_SECONDS));
     let margin = (period / 10).max(Duration::from_secs(2));
     period.saturating_sub(margin).max(Duration::from_secs(1))
+}
+
+/// The grace from the spec for `container` (drainit's own): the
+/// smallest of the pod's `period` and the container's liveness and
+/// startup probes' `terminationGracePeriodSeconds`, less its preStop
+/// `sleep`, less max(2 s, 10 % of that smallest period); at least 1 s. No
+/// container: the pod's period alone (`pod_grace`).
+pub fn spec_grace(period: u64, container: Option<&Container>) -> Duration {
+    let Some(c) = container else {
+        return pod_grace(period);
+    };
+    let smallest = c
+        .probe_grace
+        .iter()
+        .flatten()
+        .fold(period, |m, p| m.min(*p));
+    let sleep = match c.pre_stop {
+        PreStop::Sleep(seconds) => Duration::from_secs(seconds.min(PERIOD_LIMIT_SECONDS)),
+        PreStop::None | PreStop::Other => Duration::ZERO,
+    };
+    pod_grace(smallest)
+        .saturating_sub(sleep)
+        .max(Duration::from_secs(1))
+}
+
+/// How drainit's own container was found among the pod's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Chosen<'a> {
+    /// Named by `--k8s-container`, the only one running, or the one whose
+    /// command runs drainit.
+    One(&'a Container),
+    /// Nothing chose (`--k8s-container` named none, or several run
+    /// drainit or none does): the smallest grace over all of them.
+    Smallest(Option<&'a Container>),
+}
+
+/// drainit's own container: `name` (`--k8s-container`), else the only
+/// one that runs beside the others (init containers that run to
+/// completion apart, restartable ones counted), else the one whose
+/// command or args run drainit; else the one whose grace is smallest.
+pub fn choose<'a>(containers: &'a [Container], name: Option<&str>, period: u64) -> Chosen<'a> {
+    let running: Vec<&Container> = containers
+        .iter()
+        .filter(|c| !c.init || c.restartable)
+        .collect();
+    if let Some(name) = name {
+        if let Some(c) = running.iter().find(|c| c.name == name) {
+            return Chosen::One(c);
+        }
+    } else if let [only] = running.as_slice() {
+        return Chosen::One(only);
+    } else if let [runs] = running
+        .iter()
+        .filter(|c| c.runs_drainit)
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
+        return Chosen::One(runs);
+    }
+    Chosen::Smallest(
+        running
+            .into_iter()
+            .min_by_key(|c| spec_grace(period, Some(c))),
+    )
 }
 
 #[cfg(test)]
@@ -1144,6 +1433,64 @@ mod tests {
         ] {
             assert_eq!(parse_time(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn containers_probes_and_pre_stop_hooks_are_read() {
+        let body = br#"{"spec":{"terminationGracePeriodSeconds":60,
+          "initContainers":[{"name":"setup","command":["/drainit","x"]},
+            {"name":"proxy","restartPolicy":"Always","lifecycle":{"preStop":{"exec":{"command":["sleep","3"]}}}}],
+          "containers":[{"name":"app","image":"a","env":[{"name":"X","value":"y"}],
+            "command":["/usr/local/bin/drainit","--k8s-protect","--"],"args":["/app"],
+            "livenessProbe":{"httpGet":{"path":"/h"},"terminationGracePeriodSeconds":20},
+            "startupProbe":{"terminationGracePeriodSeconds":null},
+            "lifecycle":{"preStop":{"sleep":{"seconds":5}}}},
+            {"name":"log","args":["drainit-like"]}]}}"#;
+        let pod = read_pod(body).unwrap();
+        let names: Vec<&str> = pod.containers.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["setup", "proxy", "app", "log"], "as written");
+        let named = |n: &str| pod.containers.iter().find(|c| c.name == n).unwrap();
+        let app = named("app");
+        assert!(app.runs_drainit && !app.init);
+        assert_eq!(app.probe_grace, [Some(20), None]);
+        assert_eq!(app.pre_stop, PreStop::Sleep(5));
+        assert!(!named("log").runs_drainit);
+        assert!(named("setup").init && !named("setup").restartable);
+        assert!(named("setup").runs_drainit);
+        assert!(named("proxy").restartable);
+        assert_eq!(named("proxy").pre_stop, PreStop::Other);
+        // The grace: min(60, 20) = 20, less 5 s of sleep, less 2 s.
+        assert_eq!(spec_grace(60, Some(app)), Duration::from_secs(13));
+        assert_eq!(spec_grace(60, None), Duration::from_secs(54));
+        // Three run (the restartable init container counted): the one
+        // that runs drainit; the one named; nothing chooses: the smallest.
+        assert_eq!(choose(&pod.containers, None, 60), Chosen::One(app));
+        let proxy = named("proxy");
+        assert_eq!(
+            choose(&pod.containers, Some("proxy"), 60),
+            Chosen::One(proxy)
+        );
+        assert_eq!(
+            choose(&pod.containers, Some("setup"), 60),
+            Chosen::Smallest(Some(app)),
+            "an init container that ran to completion is not drainit's"
+        );
+        let only = [named("log").clone()];
+        assert_eq!(choose(&only, None, 60), Chosen::One(&only[0]));
+        assert_eq!(choose(&[], None, 60), Chosen::Smallest(None));
+        // A short sleep's grace is at least 1 s.
+        let long_sleep = Container {
+            pre_stop: PreStop::Sleep(100),
+            ..Container::default()
+        };
+        assert_eq!(spec_grace(30, Some(&long_sleep)), Duration::from_secs(1));
+        // Never more than CONTAINER_LIMIT kept.
+        let many: Vec<String> = (0..100).map(|i| format!(r#"{{"name":"c{i}"}}"#)).collect();
+        let body = format!(r#"{{"spec":{{"containers":[{}]}}}}"#, many.join(","));
+        assert_eq!(
+            read_pod(body.as_bytes()).unwrap().containers.len(),
+            CONTAINER_LIMIT
+        );
     }
 
     #[test]

@@ -699,6 +699,7 @@ fn k8s_config() -> Config {
         port: 443,
         namespace: "jobs".into(),
         pod: "worker-1".into(),
+        container: None,
         interval: ms(1_000),
         cost: 1000,
         managed: crate::proto::k8s::Managed::ALL,

@@ -36,7 +36,8 @@ use crate::core::settings::{Config, K8sConfig};
 use crate::proto::exchange::{Auth, Endpoint, Method, Request};
 use crate::proto::http::{Failure, Response};
 use crate::proto::k8s::{
-    backoff, patch_body, pod_grace, read_pod, verdict, Annotation, Managed, Pod, Verdict,
+    backoff, choose, patch_body, pod_grace, read_pod, spec_grace, verdict, Annotation, Chosen,
+    Managed, Pod, PreStop, Verdict,
 };
 use crate::util::time::millis;
 
@@ -129,6 +130,8 @@ pub struct Protection {
     /// `--pre-stop-delay`: a grace from the pod not longer than it cuts
     /// the delay (said once at start).
     delay: Duration,
+    /// `--k8s-container`: drainit's own container in the spec.
+    container: Option<String>,
     /// The pod's `metadata.uid` as the start read found it: another one
     /// at the stop is another pod of the same name.
     uid: Option<String>,
@@ -161,6 +164,7 @@ impl Protection {
             learnt: None,
             pod_read: false,
             delay: Duration::ZERO,
+            container: k8s.container.clone(),
             uid: None,
             stop_sent: None,
             stop_reads: 0,
@@ -251,14 +255,14 @@ impl Protection {
             ),
             true => {}
             false => {
-                if pod_grace(period) <= self.delay {
+                let grace = self.spec_grace(&pod, period);
+                if grace <= self.delay {
                     warn!(
                         "the pod's terminationGracePeriodSeconds ({period} s) less its margin ({} ms) is not longer than --pre-stop-delay ({} ms): a stop cuts the delay so the drain keeps at least half of the grace",
-                        millis(pod_grace(period)),
+                        millis(grace),
                         millis(self.delay),
                     );
                 }
-                let grace = pod_grace(period);
                 let grace_max = match self.grace_max_given {
                     true => self.grace_max.map(|m| m.max(grace)),
                     false => Some(grace),
@@ -266,6 +270,41 @@ impl Protection {
                 self.learnt = Some(Grace { grace, grace_max });
             }
         }
+    }
+
+    /// The default grace from the pod's spec (`proto::k8s::spec_grace`)
+    /// for drainit's own container (`choose`): said when nothing chose
+    /// one, and when a preStop hook or a sidecar's wait takes an unknown
+    /// share of it.
+    fn spec_grace(&mut self, pod: &Pod, period: u64) -> Duration {
+        let container = match choose(&pod.containers, self.container.as_deref(), period) {
+            Chosen::One(c) => Some(c),
+            // No container read (never so in a real pod): the period alone.
+            Chosen::Smallest(None) => None,
+            Chosen::Smallest(c) => {
+                let grace = spec_grace(period, c);
+                warn!(
+                    "drainit's own container is not known among the pod's {} (set --k8s-container NAME): the grace is the smallest of theirs, {} ms",
+                    pod.containers.len(),
+                    millis(grace)
+                );
+                c
+            }
+        };
+        if let Some(c) = container {
+            let what = match (c.pre_stop, c.restartable) {
+                (PreStop::Other, _) => Some("its exec or httpGet preStop hook's time"),
+                (_, true) => Some("the main containers' stop (a restartable init container)"),
+                _ => None,
+            };
+            if let Some(what) = what {
+                info!(
+                    "container {}: {what} comes out of the grace before drainit's SIGTERM; the read of the pod's deletion at the stop covers it",
+                    crate::util::text::escape(&c.name, 64)
+                );
+            }
+        }
+        spec_grace(period, container)
     }
 
     /// The read at the stop answered (`sent`: when it went out): the kill
@@ -524,10 +563,17 @@ impl Backend for Protection {
             );
             return None;
         }
-        info!(
-            "--grace {} ms from the pod's terminationGracePeriodSeconds ({period} s), less a margin of 10 % or 2 s",
-            millis(learnt.grace)
-        );
+        if learnt.grace == pod_grace(period) {
+            info!(
+                "--grace {} ms from the pod's terminationGracePeriodSeconds ({period} s), less a margin of 10 % or 2 s",
+                millis(learnt.grace)
+            );
+        } else {
+            info!(
+                "--grace {} ms from the pod's spec: the shortest of its terminationGracePeriodSeconds ({period} s) and drainit's container's probes, less its preStop sleep and a margin of 10 % or 2 s",
+                millis(learnt.grace)
+            );
+        }
         Some(learnt)
     }
 
@@ -599,6 +645,7 @@ mod tests {
             port: 443,
             namespace: "jobs".into(),
             pod: "worker-1".into(),
+            container: None,
             interval: Duration::from_secs(10),
             cost: 1000,
             managed: Managed::ALL,
@@ -806,6 +853,39 @@ mod tests {
         // The grace is kept; the timeline cuts the delay at the stop.
         assert_eq!(p.take_grace(false).unwrap().grace, Duration::from_secs(8));
         assert_eq!(p.period, Some(10));
+    }
+
+    #[test]
+    fn the_default_grace_comes_from_drainits_container_in_the_spec() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let spec = r#"{"spec":{"terminationGracePeriodSeconds":30,"containers":[
+            {"name":"app","command":["/drainit"],"livenessProbe":{"terminationGracePeriodSeconds":12},
+             "lifecycle":{"preStop":{"sleep":{"seconds":3}}}},
+            {"name":"side","lifecycle":{"preStop":{"exec":{"command":["x"]}}}}]}}"#;
+        // The one that runs drainit: min(30, 12) less 3 s of sleep, less 2 s.
+        let mut p = Protection::new(&config(false), Some(s(25)), None);
+        p.start();
+        p.on_answer(ok(spec), t0);
+        assert_eq!(p.take_grace(false).unwrap().grace, s(7));
+        // Named: the other one, whose exec hook is not counted.
+        let mut named = config(false);
+        named.container = Some("side".into());
+        let mut p = Protection::new(&named, Some(s(25)), None);
+        p.start();
+        p.on_answer(ok(spec), t0);
+        assert_eq!(p.take_grace(false).unwrap().grace, s(27));
+        // A name that is none of them: the smallest.
+        named.container = Some("nope".into());
+        let mut p = Protection::new(&named, Some(s(25)), None);
+        p.start();
+        p.on_answer(ok(spec), t0);
+        assert_eq!(p.take_grace(false).unwrap().grace, s(7));
+        // Given: checked against the pod's period, never changed.
+        let mut p = Protection::new(&config(true), Some(s(20)), None);
+        p.start();
+        p.on_answer(ok(spec), t0);
+        assert_eq!(p.take_grace(false), None);
     }
 
     const UID: &str = r#""uid":"u-1""#;
