@@ -11,7 +11,8 @@
 //! delete (404) and a pod made again under another uid; a 500 at the stop
 //! (the deadline kept, one read, no write); a second, shorter delete read
 //! at half of a long one; an explicit `--grace` either side of the kill;
-//! both libc builds.
+//! the spec's grace (a probe's period, a preStop sleep) when nothing is
+//! deleted; both libc builds.
 //!
 //! The deletion's times are whole seconds on the API server's clock (as
 //! the real one writes them), so the kill time drainit learns is within
@@ -335,6 +336,43 @@ fn an_explicit_grace_before_the_kill_is_kept_one_after_it_replaced() {
         .collect();
     assert_eq!(warned.len(), 1, "{}", d.stderr());
     assert!(warned[0].contains("WARN"), "{}", warned[0]);
+}
+
+#[test]
+fn probe_and_pre_stop_sleep_shorten_the_grace_when_nothing_is_deleted() {
+    // drainit's container (the only one): a liveness probe's 12 s, a
+    // native preStop sleep of 3 s, in a 30 s pod: 12 - 3 - 2 = 7 s.
+    let spec = r#"{"containers":[{"name":"app","image":"worker:1",
+        "livenessProbe":{"httpGet":{"path":"/healthz","port":9090},"terminationGracePeriodSeconds":12},
+        "lifecycle":{"preStop":{"sleep":{"seconds":3}}}}]}"#;
+    let Some(pod) = Pod::new("k8s-spec-grace", &["--grace", "30", "--spec", spec]) else {
+        return;
+    };
+    let mut d = pod.start(&[], None);
+    assert!(
+        d.stderr().contains("7000 ms from the pod's spec"),
+        "{}",
+        d.stderr()
+    );
+    // The kubelet stops the container itself (a failed probe): no deletion.
+    let stop = Instant::now();
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_code(), 124);
+    let took = stop.elapsed();
+    assert!(
+        took >= Duration::from_millis(6_900) && took < Duration::from_secs(9),
+        "{took:?}"
+    );
+    let report = pod.report();
+    assert_eq!(report["deadline_ms"], 7_000, "{report}");
+    assert_eq!(report["kubernetes"]["grace_from"], "pod");
+    assert_eq!(report["kubernetes"]["kill_ms"], Value::Null);
+    assert!(
+        d.stderr().contains("the pod is not being deleted"),
+        "{}",
+        d.stderr()
+    );
+    assert_eq!(pod.gets().len(), 2, "start and stop");
 }
 
 #[test]
