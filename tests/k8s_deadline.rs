@@ -12,7 +12,8 @@
 //! (the deadline kept, one read, no write); a second, shorter delete read
 //! at half of a long one; an explicit `--grace` either side of the kill;
 //! the spec's grace (a probe's period, a preStop sleep) when nothing is
-//! deleted; both libc builds.
+//! deleted; a panic of the loop just after the deletion was learnt (the
+//! fallback and the last resort keep its deadline); both libc builds.
 //!
 //! The deletion's times are whole seconds on the API server's clock (as
 //! the real one writes them), so the kill time drainit learns is within
@@ -82,6 +83,11 @@ impl Pod {
     /// drainit with `--k8s-protect`, the drain URL polled every second,
     /// an exit report and `flags`; running, its start read answered.
     fn start(&self, flags: &[&str], binary: Option<&str>) -> Drainit {
+        self.start_with(flags, binary, &[])
+    }
+
+    /// As `start`, with the variables `envs` set.
+    fn start_with(&self, flags: &[&str], binary: Option<&str>, envs: &[(&str, &str)]) -> Drainit {
         let mut args = vec![
             "--k8s-protect".to_string(),
             "--drain-url".into(),
@@ -100,6 +106,9 @@ impl Pod {
             .before_exec(service_account_at(&self.sa));
         if let Some(binary) = binary {
             launch = launch.binary(binary);
+        }
+        for (key, value) in envs {
+            launch = launch.env(key, value);
         }
         let d = launch.start();
         self.s.wait_file("ready");
@@ -373,6 +382,45 @@ fn probe_and_pre_stop_sleep_shorten_the_grace_when_nothing_is_deleted() {
         d.stderr()
     );
     assert_eq!(pod.gets().len(), 2, "start and stop");
+}
+
+#[test]
+fn after_a_panic_of_the_loop_the_deletions_deadline_is_kept() {
+    // The loop fails just after it learnt the deletion: its fallback keeps
+    // the deadline; when the fallback fails too (on the next signal), the
+    // last resort keeps it.
+    if !k8s_api::available() {
+        return;
+    }
+    let binary = built(Build::StaticFaults);
+    for fault in ["deletion_learnt", "deletion_learnt,fallback"] {
+        let Some(pod) = Pod::new("k8s-deletion-fallback", &["--grace", "30"]) else {
+            return;
+        };
+        let fault_env = [("DRAINIT_TEST_FAULT", fault)];
+        let mut d = pod.start_with(&[], Some(&binary), &fault_env);
+        let deleted = Instant::now();
+        pod.api.delete(10);
+        d.signal(libc::SIGTERM);
+        wait_for("the fallback", PATIENCE, || {
+            d.stderr().contains("the event loop failed").then_some(())
+        });
+        if fault.ends_with("fallback") {
+            // The app ignores it: the fallback's loop fails on it.
+            d.signal(libc::SIGTERM);
+            wait_for("the last resort", PATIENCE, || {
+                d.stderr().contains("the fallback failed too").then_some(())
+            });
+        }
+        let kill = deleted + Duration::from_secs(10);
+        // (wait_status: the injected panic is in stderr on purpose.)
+        let status = d.wait_status(kill.saturating_duration_since(Instant::now()));
+        assert_eq!(status.code(), Some(124), "{fault}: {}", d.stderr());
+        let gone = deleted.elapsed();
+        assert!(gone < Duration::from_secs(10), "{fault}: {gone:?}");
+        assert!(gone >= Duration::from_secs(6), "{fault}: {gone:?}");
+        assert_eq!(pod.report()["outcome"], "deadline", "{fault}");
+    }
 }
 
 #[test]

@@ -210,6 +210,19 @@ impl Deadline {
         self.kill.map(|k| k.deadline)
     }
 
+    /// The deadline of the stop under way, `current`, as a deletion
+    /// learnt at the stop bounds it: never past the deletion's deadline
+    /// once that replaced the grace (a core that failed before it moved
+    /// its stop's deadline, a shell's deadline from an earlier turn).
+    pub fn bound(&self, current: Option<Instant>) -> Option<Instant> {
+        match (self.from, self.kill) {
+            (GraceFrom::Deletion, Some(k)) => {
+                Some(current.map_or(k.deadline, |d| d.min(k.deadline)))
+            }
+            _ => current,
+        }
+    }
+
     pub fn grace(&self) -> Option<Duration> {
         self.grace
     }
@@ -381,6 +394,10 @@ mod tests {
         assert_eq!(change.deadline, Some(t0 + s(1)));
         assert_eq!(d.kill().unwrap().period, Some(0));
         assert_eq!(d.cap(), Some(t0 + s(1)));
+        // What a fallback or the last resort takes over is bounded by it.
+        assert_eq!(d.bound(Some(t0 + s(27))), Some(t0 + s(1)));
+        assert_eq!(d.bound(None), Some(t0 + s(1)));
+        assert_eq!(given(None).bound(Some(t0 + s(27))), Some(t0 + s(27)));
         // An explicit grace shorter than that is kept.
         let mut short = given(None);
         short.from = GraceFrom::Option;
