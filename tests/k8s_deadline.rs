@@ -442,3 +442,13 @@ fn both_libc_builds_take_the_deadline_from_the_deletion() {
         assert_deletion(&pod.report(), 10, 10_000);
     }
 }
+
+#[test]
+fn a_container_name_that_cannot_be_one_is_a_usage_error() {
+    assert_usage_error(&["--k8s-container", "App_1"], &[], "--k8s-container");
+    assert_usage_error(
+        &[],
+        &[("DRAINIT_K8S_CONTAINER", "-x")],
+        "DRAINIT_K8S_CONTAINER",
+    );
+}
