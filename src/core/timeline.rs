@@ -1947,6 +1947,31 @@ mod tests {
     }
 
     #[test]
+    fn a_deletion_cuts_a_hook_still_out_and_a_ready_apps_time() {
+        let mut tl = Timeline::new(with(|s| {
+            s.hook = true;
+            s.hook_timeout = ms(60_000);
+            s.grace = Some(ms(27_000));
+        }));
+        tl.handle(t(0), Event::Signal(TERM));
+        assert_eq!(tl.timer(Timer::Hook), Some(t(13_500)));
+        // The deadline moves to 5 s at 1 s: the hook gets half of the 4 s.
+        let mut out = Vec::new();
+        tl.hold(t(1_000), t(5_000), &mut out);
+        assert_eq!(tl.timer(Timer::Hook), Some(t(3_000)));
+        let a = tl.handle(t(3_000), Event::Tick);
+        assert_eq!(a[..2], [Action::HookAbandoned, Action::Forward(TERM)]);
+        // A ready app's time never passes the moved deadline.
+        let mut tl = Timeline::new(with(|s| s.ready_grace = ms(20_000)));
+        tl.handle(t(0), Event::Signal(TERM));
+        tl.handle(t(100), Event::NotifyReady { at: t(100) });
+        assert_eq!(tl.phase(), Phase::Ready { kill_at: t(10_000) });
+        let mut out = Vec::new();
+        tl.hold(t(200), t(4_000), &mut out);
+        assert_eq!(tl.phase(), Phase::Ready { kill_at: t(4_000) });
+    }
+
+    #[test]
     fn a_pod_grace_inside_the_pre_stop_delay_cuts_the_delay() {
         let mut config = crate::core::machine::tests::config();
         config.timeline.grace = Some(ms(30_000));

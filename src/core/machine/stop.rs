@@ -2,8 +2,10 @@
 //! lines that mark the stop: the stop began (watch and protection end),
 //! a signal forwarded (after `--rewrite`), the hooks fired or abandoned,
 //! a round begun, the app ready, drainit escalating, the child's end, the
-//! run's end. Part of `Machine`, which routes and decides nothing: every
-//! decision here is the timeline's, a part's, or `core::rules`.
+//! run's end; and a kill time learnt at the stop (the pod's deletion)
+//! handed to the owner of the deadline and held by the timeline. Part of
+//! `Machine`, which routes and decides nothing: every decision here is
+//! the timeline's, a part's, `core::deadline`'s or `core::rules`.
 
 use std::time::{Duration, Instant};
 
@@ -198,7 +200,7 @@ impl Machine<'_> {
                 "--grace ends before the pod's deletion kills the container (in {kill} ms): the deadline stays"
             ),
         }
-        if let Some(d) = change.deadline.filter(|d| Some(*d) != old || old.is_none()) {
+        if let Some(d) = change.deadline.filter(|d| Some(*d) != old) {
             let mut out = Vec::new();
             self.timeline.hold(now, d, &mut out);
             self.timeline_ran = true;
