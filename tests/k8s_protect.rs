@@ -5,7 +5,7 @@
 //! the API server the faithful fake (`tests/support/k8s_api.py`, HTTPS
 //! with a CA made at start). Covered: busy, idle after the hold, busy
 //! again; annotations found at start with drainit's record cleared by the
-//! first idle answer; no request during a stop; the token rotated between
+//! first idle answer; no write during a stop; the token rotated between
 //! requests; the grace
 //! from `terminationGracePeriodSeconds` and the warning for one at or above
 //! it; a hostile API server with drainit's memory and the deadline
@@ -364,7 +364,10 @@ fn nothing_is_written_during_a_stop() {
         "the app was asked during the stop"
     );
     assert_eq!(api.patches().len(), 0, "{:?}", api.requests());
-    assert_eq!(api.requests().len(), 1, "only the read at start");
+    // Only reads: at start, and at the stop (for the pod's deletion).
+    let requests = api.requests();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    assert_eq!(requests[1]["query"], "resourceVersion=0", "{requests:?}");
 }
 
 #[test]
@@ -537,10 +540,10 @@ fn a_pod_of_300_kib_is_read_and_patched() {
 }
 
 #[test]
-fn a_pod_grace_inside_the_pre_stop_delay_is_not_taken() {
-    // 10 s less its margin is 8 s, inside a 9 s delay: the app would be
-    // killed before its stop signal. The default stays, and a warning says
-    // why; so does one for a --grace-max past the pod's period.
+fn a_pod_grace_inside_the_pre_stop_delay_is_taken_and_cuts_the_delay() {
+    // 10 s less its margin is 8 s, inside a 9 s delay: the pod's grace is
+    // taken all the same, and a stop cuts the delay to half of it; a
+    // warning says so, and one for a --grace-max past the pod's period.
     let Some(pod) = Pod::new("k8s-delay", &["--grace", "10"], false) else {
         return;
     };
@@ -560,8 +563,8 @@ fn a_pod_grace_inside_the_pre_stop_delay_is_not_taken() {
         let k8s = status(&addr)?["kubernetes"].clone();
         (k8s["termination_grace_period_seconds"] == 10).then_some(k8s)
     });
-    assert_eq!(k8s["grace_from"], "default", "{k8s}");
-    assert_eq!(k8s["grace_ms"], 25_000, "{k8s}");
+    assert_eq!(k8s["grace_from"], "pod", "{k8s}");
+    assert_eq!(k8s["grace_ms"], 8_000, "{k8s}");
     let warnings = wait_for("both warnings", PATIENCE, || {
         let stderr = d.stderr();
         let lines: Vec<String> = stderr
@@ -579,8 +582,14 @@ fn a_pod_grace_inside_the_pre_stop_delay_is_not_taken() {
         warnings.iter().any(|l| l.contains("--grace-max")),
         "{warnings:?}"
     );
+    let stop = Instant::now();
     d.signal(libc::SIGTERM);
     assert_eq!(d.wait_code(), 0, "an idle app: drained after the delay");
+    let took = stop.elapsed();
+    assert!(
+        took >= Duration::from_millis(3_900) && took < Duration::from_secs(7),
+        "the 9 s delay cut to 4 s: {took:?}"
+    );
 }
 
 #[test]

@@ -464,6 +464,16 @@ declare! {
                pods, and one such source",
         ..FLAG
     };
+    K8S_CONTAINER = Opt {
+        long: "k8s-container",
+        heading: Heading::Kubernetes,
+        value: "NAME",
+        default: Default::None,
+        help: "drainit's own container in the pod spec, whose probes and preStop hook \
+               shorten the default grace (default: the only container, else the one \
+               that runs drainit)",
+        ..ONE
+    };
     K8S_COST = Opt {
         long: "k8s-cost",
         heading: Heading::Kubernetes,

@@ -36,6 +36,7 @@ fn running() -> Arc<Status> {
         in_flight: None,
         protection: None,
         notify_kinds: None,
+        kill: None,
         outcome: None,
     })
 }

@@ -98,6 +98,15 @@ pub fn render(status: Option<&Status>, now: Instant, unix_now: f64) -> Reply {
             .map(|v| v as &dyn Display),
     );
     p.one(
+        "drainit_kill_remaining_seconds",
+        "gauge",
+        "Seconds left until the platform's SIGKILL, once the pod's deletion said when it comes.",
+        s.kill
+            .map(|k| Secs(k.saturating_duration_since(now)))
+            .as_ref()
+            .map(|v| v as &dyn Display),
+    );
+    p.one(
         "drainit_drain_sources",
         "gauge",
         "Drain sources configured.",

@@ -158,6 +158,8 @@ pub struct K8sConfig {
     /// The service account's namespace and the pod's name.
     pub namespace: String,
     pub pod: String,
+    /// `--k8s-container`: drainit's own container in the pod's spec.
+    pub container: Option<String>,
     /// `--protect-interval`.
     pub interval: Duration,
     /// `--k8s-cost`: the pod-deletion cost while busy.

@@ -76,6 +76,9 @@ pub struct Status {
     pub protection: Option<ProtectReport>,
     /// With `--notify`: accepted messages by `notify_msg::KINDS`.
     pub notify_kinds: Option<[u64; 6]>,
+    /// When the platform's SIGKILL comes, once learnt at the stop (the
+    /// pod's deletion: `core::deadline`).
+    pub kill: Option<Instant>,
     pub outcome: Option<Outcome>,
 }
 

@@ -11,7 +11,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::core::deadline::Deadline;
+use crate::core::deadline::{Deadline, GraceFrom};
 use crate::core::outcome::{Ended, Outcome, Trigger};
 pub use crate::core::rules::Escalation;
 use crate::core::rules::{self, Kill};
@@ -204,6 +204,13 @@ pub struct Timeline {
     signalled_at: Option<Instant>,
     /// An extension already moved the deadline in this stop.
     extended: bool,
+    /// No extension moves the deadline past this (a kill time learnt at
+    /// the stop: `Deadline::cap`).
+    cap: Option<Instant>,
+    /// The grace came from the platform (the pod's period or its
+    /// deletion): `--pre-stop-delay` is cut so the drain keeps at least
+    /// half of the time to the deadline.
+    cut_delay: bool,
     /// The last instant an event came with.
     seen: Option<Instant>,
 }
@@ -220,6 +227,8 @@ impl Timeline {
             grace_max: None,
             signalled_at: None,
             extended: false,
+            cap: None,
+            cut_delay: false,
             seen: None,
         }
     }
@@ -236,6 +245,39 @@ impl Timeline {
     pub fn follow(&mut self, deadline: &Deadline) {
         self.settings.grace = deadline.grace();
         self.grace_max = deadline.grace_max();
+        self.cap = deadline.cap();
+        self.cut_delay = matches!(deadline.from(), GraceFrom::Pod | GraceFrom::Deletion);
+    }
+
+    /// The stop's deadline moves to `deadline` (a kill time learnt at the
+    /// stop, `Deadline::learn_kill`), earlier or later, while it still
+    /// matters (not once drainit escalated or the child is gone). A
+    /// `--pre-stop-delay` or a hook still running is cut so the drain
+    /// keeps at least half of the time from `now` to the new deadline; a
+    /// ready app's time never passes it. What is now due fires.
+    pub fn hold(&mut self, now: Instant, deadline: Instant, out: &mut Vec<Action>) {
+        if matches!(
+            self.state,
+            State::Running | State::Killed(_) | State::OrphanGrace(_) | State::Done(_)
+        ) {
+            return;
+        }
+        let Some(stop) = &mut self.stop else {
+            return;
+        };
+        self.seen = Some(now);
+        stop.deadline = Some(deadline);
+        self.timers.set(Timer::Deadline, Some(deadline));
+        let half = now + deadline.saturating_duration_since(now) / 2;
+        for timer in [Timer::PreStop, Timer::Hook] {
+            if self.timers.get(timer).is_some_and(|at| at > half) {
+                self.timers.set(timer, Some(half));
+            }
+        }
+        if let Some(at) = self.timers.get(Timer::ReadyKill) {
+            self.timers.set(Timer::ReadyKill, Some(at.min(deadline)));
+        }
+        self.on_time(now, out);
     }
 
     /// The phase, with the moments it waits for.
@@ -457,8 +499,12 @@ impl Timeline {
         let Some(deadline) = stop.deadline.filter(|_| armed && at >= stop.since) else {
             return;
         };
-        // A cap past what an Instant holds is no cap.
-        let cap = stop.since.checked_add(max);
+        // A cap past what an Instant holds is no cap; a kill time learnt
+        // caps it too.
+        let cap = match (stop.since.checked_add(max), self.cap) {
+            (Some(by_max), Some(kill)) => Some(by_max.min(kill)),
+            (by_max, kill) => by_max.or(kill),
+        };
         let wanted = match (at.checked_add(by), cap) {
             (Some(w), Some(cap)) => w.min(cap),
             (Some(w), None) => w,
@@ -534,8 +580,15 @@ impl Timeline {
         if self.settings.pre_stop_delay.is_zero() {
             self.fire_hooks(now, out);
         } else {
+            let mut until = now + self.settings.pre_stop_delay;
+            if let Some(d) = deadline.filter(|_| self.cut_delay) {
+                // A grace from the platform is kept: the delay gives way.
+                until = until.min(now + d.saturating_duration_since(now) / 2);
+            }
+            if until <= now {
+                return self.fire_hooks(now, out);
+            }
             self.enter(State::PreStop);
-            let until = now + self.settings.pre_stop_delay;
             self.timers.set(Timer::PreStop, Some(until));
         }
     }
@@ -1815,5 +1868,126 @@ mod tests {
                 first: true
             }]
         );
+    }
+
+    /// The run's owner of the deadline with a deletion learnt by a stop
+    /// that began at `since` (kill at `kill_ms`, deletion period `period`).
+    fn deleted(since: Instant, kill_ms: u64, period: u64) -> (Deadline, Instant) {
+        let mut config = crate::core::machine::tests::config();
+        config.timeline.grace = Some(ms(30_000));
+        let mut d = Deadline::new(&config);
+        let change = d.learn_kill(
+            since,
+            Some(since + ms(30_000)),
+            crate::core::deadline::Learnt::Kill {
+                at: t(kill_ms),
+                period: Some(period),
+            },
+        );
+        (d, change.deadline.unwrap())
+    }
+
+    #[test]
+    fn a_deletion_moves_the_deadline_and_caps_extensions() {
+        let mut tl = Timeline::new(with(|s| s.grace = Some(ms(27_000))));
+        tl.set_grace_max(Some(ms(60_000)));
+        tl.handle(t(0), Event::Signal(TERM));
+        assert_eq!(tl.stop().unwrap().deadline, Some(t(27_000)));
+        let (d, at) = deleted(t(0), 10_000, 10);
+        assert_eq!(at, t(8_000));
+        tl.follow(&d);
+        let mut out = Vec::new();
+        tl.hold(t(500), at, &mut out);
+        assert_eq!(out, []);
+        assert_eq!(tl.stop().unwrap().deadline, Some(t(8_000)));
+        assert_eq!(tl.timer(Timer::Deadline), Some(t(8_000)));
+        // No extension past it, whatever --grace-max says.
+        let a = tl.handle(
+            t(1_000),
+            Event::Extend {
+                at: t(1_000),
+                by: ms(40_000),
+            },
+        );
+        assert_eq!(a, []);
+        assert_eq!(tl.stop().unwrap().deadline, Some(t(8_000)));
+        let a = tl.handle(t(8_000), Event::Tick);
+        assert_eq!(a, [Action::Kill(Escalation::Deadline)]);
+        // Once escalated, nothing moves.
+        let mut out = Vec::new();
+        tl.hold(t(8_100), t(20_000), &mut out);
+        assert_eq!(tl.timer(Timer::Deadline), None);
+    }
+
+    #[test]
+    fn a_deletion_cuts_a_running_pre_stop_delay() {
+        let mut tl = Timeline::new(with(|s| {
+            s.pre_stop_delay = ms(15_000);
+            s.grace = Some(ms(54_000));
+        }));
+        tl.handle(t(0), Event::Signal(TERM));
+        assert_eq!(tl.phase(), Phase::PreStop { until: t(15_000) });
+        // Answer at 1 s: kill at 12 s, deadline 10 s; the drain keeps at
+        // least half of the 9 s left.
+        let (d, at) = deleted(t(0), 12_000, 12);
+        assert_eq!(at, t(10_000));
+        tl.follow(&d);
+        let mut out = Vec::new();
+        tl.hold(t(1_000), at, &mut out);
+        assert_eq!(tl.phase(), Phase::PreStop { until: t(5_500) });
+        let a = tl.handle(t(5_500), Event::Tick);
+        assert_eq!(a[0], Action::Forward(TERM));
+        // A cut that leaves nothing: the stop signal goes at once.
+        let mut tl = Timeline::new(with(|s| s.pre_stop_delay = ms(15_000)));
+        tl.handle(t(0), Event::Signal(TERM));
+        let mut out = Vec::new();
+        tl.hold(t(1_000), t(1_000), &mut out);
+        assert_eq!(out[0], Action::Forward(TERM));
+        assert_eq!(out[1], Action::Kill(Escalation::Deadline));
+    }
+
+    #[test]
+    fn a_deletion_cuts_a_hook_still_out_and_a_ready_apps_time() {
+        let mut tl = Timeline::new(with(|s| {
+            s.hook = true;
+            s.hook_timeout = ms(60_000);
+            s.grace = Some(ms(27_000));
+        }));
+        tl.handle(t(0), Event::Signal(TERM));
+        assert_eq!(tl.timer(Timer::Hook), Some(t(13_500)));
+        // The deadline moves to 5 s at 1 s: the hook gets half of the 4 s.
+        let mut out = Vec::new();
+        tl.hold(t(1_000), t(5_000), &mut out);
+        assert_eq!(tl.timer(Timer::Hook), Some(t(3_000)));
+        let a = tl.handle(t(3_000), Event::Tick);
+        assert_eq!(a[..2], [Action::HookAbandoned, Action::Forward(TERM)]);
+        // A ready app's time never passes the moved deadline.
+        let mut tl = Timeline::new(with(|s| s.ready_grace = ms(20_000)));
+        tl.handle(t(0), Event::Signal(TERM));
+        tl.handle(t(100), Event::NotifyReady { at: t(100) });
+        assert_eq!(tl.phase(), Phase::Ready { kill_at: t(10_000) });
+        let mut out = Vec::new();
+        tl.hold(t(200), t(4_000), &mut out);
+        assert_eq!(tl.phase(), Phase::Ready { kill_at: t(4_000) });
+    }
+
+    #[test]
+    fn a_pod_grace_inside_the_pre_stop_delay_cuts_the_delay() {
+        let mut config = crate::core::machine::tests::config();
+        config.timeline.grace = Some(ms(30_000));
+        let mut d = Deadline::new(&config);
+        d.learn(crate::core::deadline::Grace {
+            grace: ms(8_000),
+            grace_max: Some(ms(8_000)),
+        });
+        let mut tl = Timeline::new(with(|s| s.pre_stop_delay = ms(10_000)));
+        tl.follow(&d);
+        tl.handle(t(0), Event::Signal(TERM));
+        assert_eq!(tl.stop().unwrap().deadline, Some(t(8_000)));
+        assert_eq!(tl.phase(), Phase::PreStop { until: t(4_000) });
+        // A configured grace keeps the delay whole.
+        let mut tl = Timeline::new(with(|s| s.pre_stop_delay = ms(6_000)));
+        tl.handle(t(0), Event::Signal(TERM));
+        assert_eq!(tl.phase(), Phase::PreStop { until: t(6_000) });
     }
 }

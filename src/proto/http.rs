@@ -164,6 +164,16 @@ pub fn parse_date(text: &str) -> Option<SystemTime> {
     {
         return None;
     }
+    civil_time(year, month, day, h, m, s)
+}
+
+/// A UTC civil date and time (month 1 to 12), checked no further than
+/// its caller did, as an instant; None before 1970 or past what a
+/// `SystemTime` holds.
+pub fn civil_time(year: u64, month: u64, day: u64, h: u64, m: u64, s: u64) -> Option<SystemTime> {
+    if !(1..=12).contains(&month) {
+        return None;
+    }
     // Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
     let (y, mo) = if month <= 2 {
         (year - 1, month + 9)
@@ -175,7 +185,9 @@ pub fn parse_date(text: &str) -> Option<SystemTime> {
     let doy = (153 * mo + 2) / 5 + day - 1;
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
     let days = (era * 146_097 + doe).checked_sub(719_468)?;
-    let secs = days * 86_400 + h * 3_600 + m * 60 + s;
+    let secs = days
+        .checked_mul(86_400)?
+        .checked_add(h * 3_600 + m * 60 + s)?;
     SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs(secs))
 }
 

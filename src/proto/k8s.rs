@@ -57,6 +57,9 @@ pub const VALUE_LIMIT: usize = 256;
 pub const RECORD_KEY: &str = "drainit.dev/template-annotations";
 /// Longest record read (three keys and their values, escaped).
 pub const RECORD_LIMIT: usize = 8 * 1024;
+/// Most containers kept from a pod read (init containers included); the
+/// API server allows far fewer in practice.
+pub const CONTAINER_LIMIT: usize = 64;
 /// The longest `Retry-After` honoured: a server cannot stop protection
 /// for longer than this with one answer.
 pub const RETRY_AFTER_LIMIT: Duration = Duration::from_secs(300);
@@ -389,6 +392,50 @@ pub struct Pod {
     pub grace_seconds: Option<u64>,
     /// It is there but not a whole number of seconds.
     pub grace_unreadable: bool,
+    /// `metadata.uid`: another one is another pod of the same name.
+    pub uid: Option<String>,
+    /// `metadata.deletionTimestamp` on the API server's clock: the pod is
+    /// being deleted, and the kill comes no earlier (None: not being
+    /// deleted, or a time that does not read).
+    pub deletion: Option<SystemTime>,
+    /// `metadata.deletionGracePeriodSeconds`.
+    pub deletion_grace_seconds: Option<u64>,
+    /// The reason of the pod's `DisruptionTarget` condition (status
+    /// `True`): why the kubelet or a controller is stopping it.
+    pub disruption: Option<String>,
+    /// `spec.containers`, then `spec.initContainers`: what the grace
+    /// needs of each (at most `CONTAINER_LIMIT`).
+    pub containers: Vec<Container>,
+}
+
+/// A container's `lifecycle.preStop` hook.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PreStop {
+    #[default]
+    None,
+    /// The native `sleep` action, its seconds.
+    Sleep(u64),
+    /// An `exec` or `httpGet` hook (or another action): its time is not
+    /// known ahead.
+    Other,
+}
+
+/// What the grace needs of one container of the pod's spec.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Container {
+    pub name: String,
+    /// From `initContainers` with `restartPolicy: Always` (a sidecar):
+    /// it is stopped after the main containers.
+    pub restartable: bool,
+    /// An init container that runs to completion: never running when the
+    /// stop comes.
+    pub init: bool,
+    /// Its `command` or `args` runs a program named `drainit`.
+    pub runs_drainit: bool,
+    /// `livenessProbe.terminationGracePeriodSeconds`,
+    /// `startupProbe.terminationGracePeriodSeconds`.
+    pub probe_grace: [Option<u64>; 2],
+    pub pre_stop: PreStop,
 }
 
 impl Pod {
@@ -423,6 +470,66 @@ enum At {
     Metadata,
     Spec,
     Annotations,
+    Status,
+    Container,
+    /// A probe: `Container::probe_grace`'s slot.
+    Probe(usize),
+    Lifecycle,
+    Handler,
+    Sleep,
+}
+
+/// An RFC 3339 time as the API server writes one
+/// (`2026-11-28T20:42:34Z`, a fraction and an offset allowed).
+pub fn parse_time(text: &str) -> Option<SystemTime> {
+    let b = text.as_bytes();
+    let digits = |from: usize, len: usize| -> Option<u64> {
+        let part = b.get(from..from + len)?;
+        part.iter()
+            .all(u8::is_ascii_digit)
+            .then(|| part.iter().fold(0, |n, d| n * 10 + u64::from(d - b'0')))
+    };
+    let at = |i: usize, c: u8| b.get(i) == Some(&c);
+    if !(at(4, b'-')
+        && at(7, b'-')
+        && (at(10, b'T') || at(10, b't'))
+        && at(13, b':')
+        && at(16, b':'))
+    {
+        return None;
+    }
+    let (year, month, day) = (digits(0, 4)?, digits(5, 2)?, digits(8, 2)?);
+    let (h, m, sec) = (digits(11, 2)?, digits(14, 2)?, digits(17, 2)?);
+    if !(1..=31).contains(&day) || h > 23 || m > 59 || sec > 60 {
+        return None;
+    }
+    let mut rest = &text[19..];
+    if let Some(fraction) = rest.strip_prefix('.') {
+        let n = fraction.bytes().take_while(u8::is_ascii_digit).count();
+        if n == 0 {
+            return None;
+        }
+        rest = &fraction[n..];
+    }
+    let time = crate::proto::http::civil_time(year, month, day, h, m, sec)?;
+    match rest.as_bytes() {
+        b"Z" | b"z" => Some(time),
+        [sign @ (b'+' | b'-'), _, _, b':', _, _] => {
+            let r = rest.as_bytes();
+            let hh = u64::from(r[1].wrapping_sub(b'0')) * 10 + u64::from(r[2].wrapping_sub(b'0'));
+            let mm = u64::from(r[4].wrapping_sub(b'0')) * 10 + u64::from(r[5].wrapping_sub(b'0'));
+            if ![1, 2, 4, 5].iter().all(|i| r[*i].is_ascii_digit()) || hh > 23 || mm > 59 {
+                return None;
+            }
+            let offset = Duration::from_secs(hh * 3_600 + mm * 60);
+            // Local time ahead of UTC (+) is later than UTC by the offset.
+            match sign {
+                b'+' => time.checked_sub(offset),
+                _ => time.checked_add(offset),
+            }
+        }
+        _ => None,
+    }
 }
 
 /// Walks one object at `at`, storing what it needs into `pod`.
@@ -516,10 +623,34 @@ impl<'de> Visitor<'de> for Walk<'_> {
     }
     fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<(), A::Error> {
         let keys: &[&'static str] = match self.at {
-            At::Top => &["metadata", "spec"],
-            At::Metadata => &["annotations", "resourceVersion"],
-            At::Spec => &["terminationGracePeriodSeconds"],
+            At::Top => &["metadata", "spec", "status"],
+            At::Metadata => &[
+                "annotations",
+                "resourceVersion",
+                "uid",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+            ],
+            At::Spec => &[
+                "terminationGracePeriodSeconds",
+                "containers",
+                "initContainers",
+            ],
+            At::Container => &[
+                "name",
+                "command",
+                "args",
+                "restartPolicy",
+                "livenessProbe",
+                "startupProbe",
+                "lifecycle",
+            ],
+            At::Probe(_) => &["terminationGracePeriodSeconds"],
+            At::Lifecycle => &["preStop"],
+            At::Handler => &["sleep", "exec", "httpGet", "tcpSocket"],
+            At::Sleep => &["seconds"],
             At::Annotations => &[COST_KEY, SAFE_TO_EVICT_KEY, DO_NOT_DISRUPT_KEY, RECORD_KEY],
+            At::Status => &["conditions"],
         };
         while let Some(found) = m.next_key_seed(Key(keys))? {
             let pod = &mut *self.pod;
@@ -528,19 +659,87 @@ impl<'de> Visitor<'de> for Walk<'_> {
                     pod,
                     at: At::Metadata,
                 })?,
-                (At::Top, Some(_)) => m.next_value_seed(Walk { pod, at: At::Spec })?,
+                (At::Top, Some(1)) => m.next_value_seed(Walk { pod, at: At::Spec })?,
+                (At::Top, Some(_)) => m.next_value_seed(Walk {
+                    pod,
+                    at: At::Status,
+                })?,
                 (At::Metadata, Some(0)) => m.next_value_seed(Walk {
                     pod,
                     at: At::Annotations,
                 })?,
-                (At::Metadata, Some(_)) => {
-                    pod.resource_version = m.next_value_seed(Text(VALUE_LIMIT))?
+                (At::Metadata, Some(1)) => pod.resource_version = m.next_value_seed(Text(VALUE_LIMIT))?,
+                (At::Metadata, Some(2)) => pod.uid = m.next_value_seed(Text(VALUE_LIMIT))?,
+                (At::Metadata, Some(3)) => {
+                    pod.deletion = m.next_value_seed(Text(VALUE_LIMIT))?.as_deref().and_then(parse_time)
                 }
-                (At::Spec, Some(_)) => match m.next_value_seed(Period)? {
+                (At::Metadata, Some(_)) => {
+                    if let Some(Ok(seconds)) = m.next_value_seed(Period)? {
+                        pod.deletion_grace_seconds = Some(seconds);
+                    }
+                }
+                (At::Status, Some(_)) => pod.disruption = m.next_value_seed(Conditions)?,
+                (At::Spec, Some(0)) => match m.next_value_seed(Period)? {
                     Some(Ok(seconds)) => pod.grace_seconds = Some(seconds),
                     Some(Err(())) => pod.grace_unreadable = true,
                     None => {}
                 },
+                (At::Spec, Some(i)) => m.next_value_seed(Containers { pod, init: i == 2 })?,
+                (At::Container, Some(0)) => {
+                    if let (Some(c), Some(name)) =
+                        (pod.containers.last_mut(), m.next_value_seed(Text(VALUE_LIMIT))?)
+                    {
+                        c.name = name;
+                    }
+                }
+                (At::Container, Some(1 | 2)) => {
+                    if m.next_value_seed(RunsDrainit)? {
+                        if let Some(c) = pod.containers.last_mut() {
+                            c.runs_drainit = true;
+                        }
+                    }
+                }
+                (At::Container, Some(3)) => {
+                    let always = m.next_value_seed(Text(VALUE_LIMIT))?.as_deref() == Some("Always");
+                    if let Some(c) = pod.containers.last_mut().filter(|c| c.init) {
+                        c.restartable = always;
+                    }
+                }
+                (At::Container, Some(i @ (4 | 5))) => m.next_value_seed(Walk {
+                    pod,
+                    at: At::Probe(i - 4),
+                })?,
+                (At::Container, Some(_)) => m.next_value_seed(Walk {
+                    pod,
+                    at: At::Lifecycle,
+                })?,
+                (At::Probe(i), Some(_)) => {
+                    if let (Some(c), Some(Ok(seconds))) =
+                        (pod.containers.last_mut(), m.next_value_seed(Period)?)
+                    {
+                        c.probe_grace[i.min(1)] = Some(seconds);
+                    }
+                }
+                (At::Lifecycle, Some(_)) => {
+                    if let Some(c) = pod.containers.last_mut() {
+                        c.pre_stop = PreStop::Other;
+                    }
+                    m.next_value_seed(Walk {
+                        pod,
+                        at: At::Handler,
+                    })?
+                }
+                (At::Handler, Some(0)) => m.next_value_seed(Walk { pod, at: At::Sleep })?,
+                (At::Handler, Some(_)) => {
+                    m.next_value::<IgnoredAny>()?;
+                }
+                (At::Sleep, Some(_)) => {
+                    if let (Some(c), Some(Ok(seconds))) =
+                        (pod.containers.last_mut(), m.next_value_seed(Period)?)
+                    {
+                        c.pre_stop = PreStop::Sleep(seconds);
+                    }
+                }
                 (At::Annotations, Some(3)) => pod.record = m.next_value_seed(Text(RECORD_LIMIT))?,
                 (At::Annotations, Some(i)) => {
                     pod.annotations[i] = m.next_value_seed(Text(VALUE_LIMIT))?
@@ -596,6 +795,216 @@ impl<'de> Visitor<'de> for Period {
     fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
         while m.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
         Ok(Some(Err(())))
+    }
+}
+
+/// `spec.containers` or `spec.initContainers`: each object walked as a
+/// container (pushed first, so the walk fills the last one), at most
+/// `CONTAINER_LIMIT` in all; anything else skipped.
+struct Containers<'p> {
+    pod: &'p mut Pod,
+    init: bool,
+}
+
+impl<'de> DeserializeSeed<'de> for Containers<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Containers<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("containers")
+    }
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut a: A) -> Result<(), A::Error> {
+        loop {
+            if self.pod.containers.len() >= CONTAINER_LIMIT {
+                while a.next_element::<IgnoredAny>()?.is_some() {}
+                return Ok(());
+            }
+            self.pod.containers.push(Container {
+                init: self.init,
+                ..Container::default()
+            });
+            let walk = Walk {
+                pod: &mut *self.pod,
+                at: At::Container,
+            };
+            if a.next_element_seed(walk)?.is_none() {
+                self.pod.containers.pop();
+                return Ok(());
+            }
+        }
+    }
+    fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<(), A::Error> {
+        Text(VALUE_LIMIT).visit_map(m).map(|_| ())
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+}
+
+/// A `command` or `args` list: true when one of its words runs a
+/// program named `drainit` (any directory).
+struct RunsDrainit;
+
+impl<'de> DeserializeSeed<'de> for RunsDrainit {
+    type Value = bool;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for RunsDrainit {
+    type Value = bool;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a command")
+    }
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut a: A) -> Result<bool, A::Error> {
+        let mut found = false;
+        while let Some(word) = a.next_element_seed(Text(VALUE_LIMIT))? {
+            let word = word.unwrap_or_default();
+            found |= word.rsplit('/').next() == Some("drainit");
+        }
+        Ok(found)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<bool, A::Error> {
+        Text(VALUE_LIMIT).visit_map(m).map(|_| false)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<bool, E> {
+        Ok(false)
+    }
+}
+
+/// `status.conditions`: the reason of a `DisruptionTarget` condition whose
+/// status is `True`, if any (every other value skipped).
+struct Conditions;
+
+impl<'de> DeserializeSeed<'de> for Conditions {
+    type Value = Option<String>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Conditions {
+    type Value = Option<String>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("conditions")
+    }
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+        let mut found = None;
+        while let Some(reason) = a.next_element_seed(Condition)? {
+            found = found.or(reason);
+        }
+        Ok(found)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<Self::Value, A::Error> {
+        Text(VALUE_LIMIT).visit_map(m)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+}
+
+/// One condition: its reason when it is a `DisruptionTarget` that holds.
+struct Condition;
+
+impl<'de> DeserializeSeed<'de> for Condition {
+    type Value = Option<String>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Condition {
+    type Value = Option<String>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a condition")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+        let (mut kind, mut status, mut reason) = (None, None, None);
+        while let Some(found) = m.next_key_seed(Key(&["type", "status", "reason"]))? {
+            match found {
+                Some(0) => kind = m.next_value_seed(Text(VALUE_LIMIT))?,
+                Some(1) => status = m.next_value_seed(Text(VALUE_LIMIT))?,
+                Some(_) => reason = m.next_value_seed(Text(VALUE_LIMIT))?,
+                None => {
+                    m.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        let holds =
+            kind.as_deref() == Some("DisruptionTarget") && status.as_deref() == Some("True");
+        Ok(reason.filter(|_| holds))
+    }
+    fn visit_seq<A: de::SeqAccess<'de>>(self, s: A) -> Result<Self::Value, A::Error> {
+        Text(VALUE_LIMIT).visit_seq(s)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(None)
     }
 }
 
@@ -696,6 +1105,70 @@ pub fn pod_grace(period_seconds: u64) -> Duration {
     let period = Duration::from_secs(period_seconds.min(PERIOD_LIMIT_SECONDS));
     let margin = (period / 10).max(Duration::from_secs(2));
     period.saturating_sub(margin).max(Duration::from_secs(1))
+}
+
+/// The grace from the spec for `container` (drainit's own): the
+/// smallest of the pod's `period` and the container's liveness and
+/// startup probes' `terminationGracePeriodSeconds`, less its preStop
+/// `sleep`, less max(2 s, 10 % of that smallest period); at least 1 s. No
+/// container: the pod's period alone (`pod_grace`).
+pub fn spec_grace(period: u64, container: Option<&Container>) -> Duration {
+    let Some(c) = container else {
+        return pod_grace(period);
+    };
+    let smallest = c
+        .probe_grace
+        .iter()
+        .flatten()
+        .fold(period, |m, p| m.min(*p));
+    let sleep = match c.pre_stop {
+        PreStop::Sleep(seconds) => Duration::from_secs(seconds.min(PERIOD_LIMIT_SECONDS)),
+        PreStop::None | PreStop::Other => Duration::ZERO,
+    };
+    pod_grace(smallest)
+        .saturating_sub(sleep)
+        .max(Duration::from_secs(1))
+}
+
+/// How drainit's own container was found among the pod's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Chosen<'a> {
+    /// Named by `--k8s-container`, the only one running, or the one whose
+    /// command runs drainit.
+    One(&'a Container),
+    /// Nothing chose (`--k8s-container` named none, or several run
+    /// drainit or none does): the smallest grace over all of them.
+    Smallest(Option<&'a Container>),
+}
+
+/// drainit's own container: `name` (`--k8s-container`), else the only
+/// one that runs beside the others (init containers that run to
+/// completion apart, restartable ones counted), else the one whose
+/// command or args run drainit; else the one whose grace is smallest.
+pub fn choose<'a>(containers: &'a [Container], name: Option<&str>, period: u64) -> Chosen<'a> {
+    let running: Vec<&Container> = containers
+        .iter()
+        .filter(|c| !c.init || c.restartable)
+        .collect();
+    if let Some(name) = name {
+        if let Some(c) = running.iter().find(|c| c.name == name) {
+            return Chosen::One(c);
+        }
+    } else if let [only] = running.as_slice() {
+        return Chosen::One(only);
+    } else if let [runs] = running
+        .iter()
+        .filter(|c| c.runs_drainit)
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
+        return Chosen::One(runs);
+    }
+    Chosen::Smallest(
+        running
+            .into_iter()
+            .min_by_key(|c| spec_grace(period, Some(c))),
+    )
 }
 
 #[cfg(test)]
@@ -1045,6 +1518,111 @@ mod tests {
         assert_eq!(pod_grace(PERIOD_LIMIT_SECONDS), year - year / 10);
         assert_eq!(pod_grace(PERIOD_LIMIT_SECONDS + 1), year - year / 10);
         assert_eq!(pod_grace(u64::MAX), year - year / 10, "clamped to a year");
+    }
+
+    #[test]
+    fn a_deletion_and_its_reason_are_read() {
+        let body = br#"{"metadata":{"uid":"u-1","deletionTimestamp":"2026-11-28T20:42:34Z",
+            "deletionGracePeriodSeconds":10,"resourceVersion":"5"},
+          "spec":{"terminationGracePeriodSeconds":30},
+          "status":{"phase":"Running","conditions":[{"type":"Ready","status":"True"},
+            {"type":"DisruptionTarget","status":"True","reason":"TerminationByKubelet","message":"x"}]}}"#;
+        let pod = read_pod(body).unwrap();
+        assert_eq!(pod.uid.as_deref(), Some("u-1"));
+        assert_eq!(pod.deletion, parse_time("2026-11-28T20:42:34Z"));
+        assert!(pod.deletion.is_some());
+        assert_eq!(pod.deletion_grace_seconds, Some(10));
+        assert_eq!(pod.disruption.as_deref(), Some("TerminationByKubelet"));
+        assert_eq!(pod.grace_seconds, Some(30));
+        // A condition that does not hold says nothing; odd shapes are skipped.
+        let off = br#"{"status":{"conditions":[{"type":"DisruptionTarget","status":"False","reason":"R"}]}}"#;
+        assert_eq!(read_pod(off).unwrap().disruption, None);
+        for odd in [r#"null"#, r#"{}"#, r#"[1,"a",null,[]]"#, r#""x""#] {
+            let body = format!(r#"{{"status":{{"conditions":{odd}}}}}"#);
+            assert_eq!(read_pod(body.as_bytes()).unwrap().disruption, None, "{odd}");
+        }
+    }
+
+    #[test]
+    fn rfc_3339_times() {
+        let at = |secs: u64| Some(SystemTime::UNIX_EPOCH + Duration::from_secs(secs));
+        assert_eq!(parse_time("1970-01-01T00:00:00Z"), at(0));
+        assert_eq!(parse_time("1994-11-06T08:49:37Z"), at(784_111_777));
+        assert_eq!(parse_time("1994-11-06T08:49:37.123456Z"), at(784_111_777));
+        assert_eq!(parse_time("1994-11-06T10:49:37+02:00"), at(784_111_777));
+        assert_eq!(parse_time("1994-11-06T06:49:37-02:00"), at(784_111_777));
+        for bad in [
+            "",
+            "1994-11-06",
+            "1994-11-06T08:49:37",
+            "1994-13-06T08:49:37Z",
+            "1994-11-06T24:49:37Z",
+            "1994-11-06T08:49:37.Z",
+            "1994-11-06T08:49:37+2:00",
+            "1994-11-06 08:49:37Z",
+            "1969-12-31T23:59:59Z",
+            "+994-11-06T08:49:37Z",
+        ] {
+            assert_eq!(parse_time(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn containers_probes_and_pre_stop_hooks_are_read() {
+        let body = br#"{"spec":{"terminationGracePeriodSeconds":60,
+          "initContainers":[{"name":"setup","command":["/drainit","x"]},
+            {"name":"proxy","restartPolicy":"Always","lifecycle":{"preStop":{"exec":{"command":["sleep","3"]}}}}],
+          "containers":[{"name":"app","image":"a","env":[{"name":"X","value":"y"}],
+            "command":["/usr/local/bin/drainit","--k8s-protect","--"],"args":["/app"],
+            "livenessProbe":{"httpGet":{"path":"/h"},"terminationGracePeriodSeconds":20},
+            "startupProbe":{"terminationGracePeriodSeconds":null},
+            "lifecycle":{"preStop":{"sleep":{"seconds":5}}}},
+            {"name":"log","args":["drainit-like"]}]}}"#;
+        let pod = read_pod(body).unwrap();
+        let names: Vec<&str> = pod.containers.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["setup", "proxy", "app", "log"], "as written");
+        let named = |n: &str| pod.containers.iter().find(|c| c.name == n).unwrap();
+        let app = named("app");
+        assert!(app.runs_drainit && !app.init);
+        assert_eq!(app.probe_grace, [Some(20), None]);
+        assert_eq!(app.pre_stop, PreStop::Sleep(5));
+        assert!(!named("log").runs_drainit);
+        assert!(named("setup").init && !named("setup").restartable);
+        assert!(named("setup").runs_drainit);
+        assert!(named("proxy").restartable);
+        assert_eq!(named("proxy").pre_stop, PreStop::Other);
+        // The grace: min(60, 20) = 20, less 5 s of sleep, less 2 s.
+        assert_eq!(spec_grace(60, Some(app)), Duration::from_secs(13));
+        assert_eq!(spec_grace(60, None), Duration::from_secs(54));
+        // Three run (the restartable init container counted): the one
+        // that runs drainit; the one named; nothing chooses: the smallest.
+        assert_eq!(choose(&pod.containers, None, 60), Chosen::One(app));
+        let proxy = named("proxy");
+        assert_eq!(
+            choose(&pod.containers, Some("proxy"), 60),
+            Chosen::One(proxy)
+        );
+        assert_eq!(
+            choose(&pod.containers, Some("setup"), 60),
+            Chosen::Smallest(Some(app)),
+            "an init container that ran to completion is not drainit's"
+        );
+        let only = [named("log").clone()];
+        assert_eq!(choose(&only, None, 60), Chosen::One(&only[0]));
+        assert_eq!(choose(&[], None, 60), Chosen::Smallest(None));
+        // A short sleep's grace is at least 1 s.
+        let long_sleep = Container {
+            pre_stop: PreStop::Sleep(100),
+            ..Container::default()
+        };
+        assert_eq!(spec_grace(30, Some(&long_sleep)), Duration::from_secs(1));
+        // Never more than CONTAINER_LIMIT kept.
+        let many: Vec<String> = (0..100).map(|i| format!(r#"{{"name":"c{i}"}}"#)).collect();
+        let body = format!(r#"{{"spec":{{"containers":[{}]}}}}"#, many.join(","));
+        assert_eq!(
+            read_pod(body.as_bytes()).unwrap().containers.len(),
+            CONTAINER_LIMIT
+        );
     }
 
     #[test]

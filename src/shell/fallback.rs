@@ -125,7 +125,8 @@ fn last_resort(
         "the fallback failed too; reaping, forwarding and keeping the deadline without the core"
     );
     let mut last = Last {
-        deadline: shell.deadline,
+        // The loop's last deadline, never past a deletion's learnt since.
+        deadline: ways.deadline.bound(shell.deadline),
         kill: None,
     };
     if let Some(r) = pending.filter(Received::from_outside) {

@@ -25,7 +25,8 @@ static HOOKS: Pool = Pool::new("drainit-hook", MAX_POLLS);
 /// rounds; for task protection as many plus one for the platform's own
 /// request, which may still be out while the next poll asks the sources
 /// (so one even with no URL source: a drain command's protection still
-/// sends to the agent); two for ECS; one per stop URL. No thread is then
+/// sends to the agent), plus one for its read at the stop, which never
+/// waits behind them; two for ECS; one per stop URL. No thread is then
 /// born while the child runs (see `Pool::prestart`), and the start-up
 /// check of the URLs' host names runs on one of them. A new kind of
 /// source needs nothing here.
@@ -34,7 +35,7 @@ pub fn start(config: &Config) {
     let (protect, watch) = (protect::active(config), watch::active(config));
     let pools: [(&'static Pool, usize); 4] = [
         (&POLLS, urls),
-        (&PROTECT, if protect { urls + 1 } else { 0 }),
+        (&PROTECT, if protect { urls + 2 } else { 0 }),
         (&WATCH, if watch { 2 } else { 0 }),
         (&HOOKS, config.stop_hooks.len()),
     ];

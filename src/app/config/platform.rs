@@ -149,6 +149,14 @@ fn parse_k8s_cost(text: &str) -> Result<i32, String> {
     }
 }
 
+/// `--k8s-container`: a container's name (a DNS-1123 label).
+fn parse_container(text: &str) -> Result<String, String> {
+    if !api::is_label(text) {
+        return Err(format!("{text:?} is not a container name"));
+    }
+    Ok(text.to_string())
+}
+
 /// `--k8s-protect`'s settings when it is on. Its cost and list are checked
 /// whether or not it is. It cannot go with `--ecs-protect`: a container
 /// runs on one platform, and one back-end acts on busy and idle.
@@ -159,6 +167,7 @@ pub(super) fn k8s(
     notices: &mut Vec<Notice>,
 ) -> Result<Option<K8sConfig>, UsageError> {
     let cost = env.value_or_default(&options::K8S_COST, parse_k8s_cost)?;
+    let container = env.value(&options::K8S_CONTAINER, parse_container)?;
     let managed = env.value_or_default(&options::K8S_ANNOTATIONS, Managed::parse)?;
     let interval = env.value_or_default(&options::PROTECT_INTERVAL, parse_ecs_interval)?;
     let idle_safe_to_evict = env.flag(&options::K8S_IDLE_SAFE_TO_EVICT)?;
@@ -208,6 +217,7 @@ pub(super) fn k8s(
         port,
         namespace,
         pod,
+        container,
         interval,
         cost,
         managed,

@@ -203,6 +203,9 @@ impl<'a> Machine<'a> {
                     .ask_protect(now, interval, stop, &mut self.asks);
                 protection.asked(n);
             }
+            // After the turn's other actions: the stop signal goes first.
+            let deadline = self.timeline.stop().and_then(|s| s.deadline);
+            protection.stop_read(now, deadline, &mut self.asks);
         }
         self.release_exit();
     }
@@ -257,6 +260,12 @@ impl<'a> Machine<'a> {
                 let Some(protection) = &mut self.protection else {
                     return;
                 };
+                if protection.is_stop_read(token) {
+                    if let Some(learnt) = protection.on_stop_read(now, result) {
+                        self.on_learnt(now, learnt);
+                    }
+                    return;
+                }
                 // The platform may set the deadline (the pod's own grace
                 // period), never that of a stop already under way.
                 if let Some(grace) =

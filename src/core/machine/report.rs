@@ -59,6 +59,7 @@ impl Machine<'_> {
             in_flight: self.sources.in_flight.last,
             protection: self.protection.as_ref().map(|p| p.report(&self.deadline)),
             notify_kinds: self.notify.as_ref().map(|n| n.kinds),
+            kill: self.deadline.kill().map(|k| k.at),
             outcome: self.outcome(),
         }
     }

@@ -2,13 +2,16 @@
 //! lines that mark the stop: the stop began (watch and protection end),
 //! a signal forwarded (after `--rewrite`), the hooks fired or abandoned,
 //! a round begun, the app ready, drainit escalating, the child's end, the
-//! run's end. Part of `Machine`, which routes and decides nothing: every
-//! decision here is the timeline's, a part's, or `core::rules`.
+//! run's end; and a kill time learnt at the stop (the pod's deletion)
+//! handed to the owner of the deadline and held by the timeline. Part of
+//! `Machine`, which routes and decides nothing: every decision here is
+//! the timeline's, a part's, `core::deadline`'s or `core::rules`.
 
 use std::time::{Duration, Instant};
 
 use log::{error, info, warn};
 
+use crate::core::deadline::Learnt;
 use crate::core::event::{Action, Note};
 use crate::core::machine::Machine;
 use crate::core::outcome::{Ended, Trigger};
@@ -152,6 +155,7 @@ impl Machine<'_> {
         }
         if let Some(protection) = &mut self.protection {
             protection.end();
+            protection.begin_stop(now);
         }
         self.sources.end_protection(&mut self.asks);
         let by = trigger.said();
@@ -162,6 +166,55 @@ impl Machine<'_> {
             ),
             None => info!("stop begins ({by}); no deadline"),
         }
+    }
+
+    /// A read at the stop learnt when the kill comes: the owner of the
+    /// deadline decides (`Deadline::learn_kill`), the timeline follows
+    /// (its cap on extensions) and holds the stop's new deadline.
+    pub(super) fn on_learnt(&mut self, now: Instant, learnt: Learnt) {
+        let Some(stop) = self.timeline.stop() else {
+            return;
+        };
+        let old = self.timeline.timer(timeline::Timer::Deadline);
+        let change = self.deadline.learn_kill(stop.since, stop.deadline, learnt);
+        self.timeline.follow(&self.deadline);
+        let kill = self
+            .deadline
+            .kill()
+            .map_or(0, |k| millis(k.at.saturating_duration_since(now)));
+        let left = |d: Instant| millis(d.saturating_duration_since(now));
+        match (learnt, change.deadline) {
+            (Learnt::Gone { .. }, Some(d)) => warn!(
+                "the pod was force-deleted: the kubelet's SIGKILL comes within 2 s; deadline in {} ms",
+                left(d)
+            ),
+            (_, Some(d)) if change.replaced_option => warn!(
+                "--grace {} ends after the pod's deletion kills the container (in {kill} ms): deadline in {} ms instead",
+                stop.deadline
+                    .map_or("none".to_string(), |s| format!("{} ms", millis(s.saturating_duration_since(stop.since)))),
+                left(d)
+            ),
+            (_, Some(d)) => info!(
+                "the pod is being deleted (deletionGracePeriodSeconds {}): the kubelet's SIGKILL comes in {kill} ms; deadline in {} ms",
+                self.deadline
+                    .kill()
+                    .and_then(|k| k.period)
+                    .map_or("unknown".to_string(), |p| p.to_string()),
+                left(d)
+            ),
+            (_, None) => info!(
+                "--grace ends before the pod's deletion kills the container (in {kill} ms): the deadline stays"
+            ),
+        }
+        if let Some(d) = change.deadline.filter(|d| Some(*d) != old) {
+            let mut out = Vec::new();
+            self.timeline.hold(now, d, &mut out);
+            self.timeline_ran = true;
+            self.perform_all(now, out, false);
+            self.run_events(now);
+        }
+        // A test's panic once the deletion is learnt: the fallback keeps it.
+        crate::util::fault::point("deletion_learnt");
     }
 
     /// Forwards a received signal (after `--rewrite`) to the child or its

@@ -49,7 +49,9 @@ impl<'a> Machine<'a> {
         if let Some(ended) = child {
             // The child is gone: nothing may be sent to its pid any more.
             machine.handle(now, Input::ChildExited(ended));
-        } else if let Some(stop) = old.timeline.stop() {
+        } else if let Some(mut stop) = old.timeline.stop() {
+            // A deletion learnt by `old` bounds the stop it hands over.
+            stop.deadline = machine.deadline.bound(stop.deadline);
             let mut out = Vec::new();
             machine.timeline.resume(now, stop, signal_sent, &mut out);
             machine.perform_all(now, out, false);

@@ -699,6 +699,7 @@ fn k8s_config() -> Config {
         port: 443,
         namespace: "jobs".into(),
         pod: "worker-1".into(),
+        container: None,
         interval: ms(1_000),
         cost: 1000,
         managed: crate::proto::k8s::Managed::ALL,
@@ -916,4 +917,131 @@ fn a_crash_before_the_pods_read_answers_waits_for_it() {
     assert_eq!(m.outcome(), None);
     m.handle(t(1_510), Input::Timeout);
     assert_eq!(m.outcome(), Some(Outcome::Exited(1)));
+}
+
+/// The read at the stop among `actions`: its token, after the stop
+/// signal's forward.
+fn stop_read(actions: &[Action]) -> Token {
+    let forward = actions
+        .iter()
+        .position(|a| matches!(a, Action::Forward { .. }));
+    let (at, token) = actions
+        .iter()
+        .enumerate()
+        .find_map(|(i, a)| match a {
+            Action::Send { token, request, .. }
+                if request.endpoint == Endpoint::K8sPod
+                    && request.query == [("resourceVersion", "0".to_string())] =>
+            {
+                Some((i, *token))
+            }
+            _ => None,
+        })
+        .expect("the read at the stop");
+    assert!(forward.is_some_and(|f| f < at), "the stop signal first");
+    token
+}
+
+/// A pod answer dated `date` (the API server's clock), being deleted at
+/// `stamp` with a grace period of `period`.
+fn deleted(
+    uid: &str,
+    date: (u64, u64, u64),
+    stamp: &str,
+    period: u64,
+) -> Result<Response, Failure> {
+    let mut answer = json(&format!(
+        r#"{{"metadata":{{"uid":"{uid}","deletionTimestamp":"{stamp}","deletionGracePeriodSeconds":{period}}}}}"#
+    ))
+    .unwrap();
+    answer.date = crate::proto::http::civil_time(2027, 1, 15, date.0, date.1, date.2);
+    Ok(answer)
+}
+
+/// `k8s_config`, the pod read at start at 100 ms (period 30 s, uid u-1).
+fn k8s_pod_read(config: &Config) -> Machine<'_> {
+    let mut m = Machine::new(config, CHILD, true, t(0));
+    let (token, _) = sends(&actions(&mut m))[0].clone();
+    let pod = r#"{"metadata":{"uid":"u-1"},"spec":{"terminationGracePeriodSeconds":30}}"#;
+    m.handle(
+        t(100),
+        Input::Http {
+            token,
+            result: json(pod),
+        },
+    );
+    m
+}
+
+#[test]
+fn the_deletion_read_at_the_stop_sets_the_deadline_and_the_fallback_keeps_it() {
+    let config = k8s_config();
+    let mut m = k8s_pod_read(&config);
+    m.handle(t(1_000), Input::Signal(TERM));
+    assert_eq!(m.deadline(), Some(t(1_000) + ms(27_000)), "the pod's grace");
+    let token = stop_read(&actions(&mut m));
+    // Deleted with 10 s: the kill 10 s after the read was sent, the
+    // deadline 2 s before it.
+    let answer = deleted("u-1", (8, 0, 0), "2027-01-15T08:00:10Z", 10);
+    m.handle(
+        t(1_300),
+        Input::Http {
+            token,
+            result: answer,
+        },
+    );
+    assert_eq!(m.deadline(), Some(t(9_000)));
+    let words = m.summary().platform_words.unwrap().1;
+    assert_eq!(words["grace_from"], "deletion");
+    assert_eq!(words["deletion_grace_period_seconds"], 10);
+    assert_eq!(words["kill_ms"], 10_000);
+    assert_eq!(m.status().kill, Some(t(11_000)));
+    // After a panic of the loop, the fresh core keeps it.
+    let mut fresh = Machine::fallback(&config, &mut m, true, None, t(3_000));
+    assert_eq!(fresh.deadline(), Some(t(9_000)));
+    let owner = fresh.deadline_owner();
+    assert_eq!(owner.from().name(), "deletion");
+    assert_eq!(owner.cap(), Some(t(9_000)));
+    fresh.handle(t(9_000), Input::Timeout);
+    assert!(actions(&mut fresh).contains(&Action::KillChild));
+}
+
+#[test]
+fn a_force_delete_or_a_failed_read_at_the_stop() {
+    let config = k8s_config();
+    // 404 for the pod found at start: 1 s after the stop began.
+    let mut m = k8s_pod_read(&config);
+    m.handle(t(1_000), Input::Signal(TERM));
+    let token = stop_read(&actions(&mut m));
+    let gone = Ok(Response {
+        status: 404,
+        ..Response::default()
+    });
+    m.handle(
+        t(1_200),
+        Input::Http {
+            token,
+            result: gone,
+        },
+    );
+    assert_eq!(m.deadline(), Some(t(2_000)));
+    // A 500: the deadline stays, and nothing more is sent.
+    let mut m = k8s_pod_read(&config);
+    m.handle(t(1_000), Input::Signal(TERM));
+    let token = stop_read(&actions(&mut m));
+    let failed = Ok(Response {
+        status: 500,
+        ..Response::default()
+    });
+    m.handle(
+        t(1_200),
+        Input::Http {
+            token,
+            result: failed,
+        },
+    );
+    assert_eq!(m.deadline(), Some(t(28_000)));
+    m.handle(t(20_000), Input::Timeout);
+    assert!(sends(&actions(&mut m)).is_empty());
+    assert_eq!(m.summary().platform_words.unwrap().1["grace_from"], "pod");
 }

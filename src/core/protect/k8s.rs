@@ -28,26 +28,39 @@
 //! in flight (`Backend::on_crash`). The requests go out through the
 //! shell's Kubernetes client (`io::k8s`): their endpoint is the pod
 //! (`Endpoint::K8sPod`).
+//!
+//! When a stop begins, one more read of the pod (`resourceVersion=0`, on
+//! a slot of its own: `Backend::stop_read`) says whether it is being
+//! deleted: its `deletionTimestamp` less the answer's `Date` (both the API
+//! server's clock), counted from when the read was sent, is when the kill
+//! comes (`core::deadline::Learnt`); a 404 for the pod read at start, or
+//! another `uid`, is a force delete. With more than a minute left it is
+//! read once more at half of it (a second, shorter delete).
 
 use std::time::{Duration, Instant};
 
 use log::{info, warn};
 
 use crate::core::complaints::{Complaints, Key};
-use crate::core::deadline::{Deadline, Grace};
+use crate::core::deadline::{Deadline, Grace, Learnt};
 use crate::core::protect::{Backend, Report};
 use crate::core::settings::{Config, K8sConfig};
 use crate::proto::exchange::{Auth, Endpoint, Method, Request};
 use crate::proto::http::{Failure, Response};
 use crate::proto::k8s::{
-    annotations_patch, backoff, pod_grace, read_pod, read_record, record_text, verdict, Annotation,
-    Managed, Pod, Values, Verdict, PATCH_ACCEPT, RECORD_KEY,
+    annotations_patch, backoff, choose, pod_grace, read_pod, read_record, record_text, spec_grace,
+    verdict, Annotation, Chosen, Managed, Pod, PreStop, Values, Verdict, PATCH_ACCEPT, RECORD_KEY,
 };
 use crate::util::time::millis;
 
 /// How long the app must have been idle before the annotations come off:
 /// a worker between two jobs keeps them.
 pub const IDLE_HOLD: Duration = Duration::from_secs(30);
+/// With more than this left to the kill, the pod is read once more at
+/// half of it: a second, shorter delete sends no new SIGTERM.
+pub const READ_AGAIN_PAST: Duration = Duration::from_secs(60);
+/// Reads of the pod at the stop, at most.
+const STOP_READS: u8 = 2;
 
 /// The Kubernetes back-end, when `--k8s-protect` is on.
 pub fn from_config(config: &Config) -> Option<Protection> {
@@ -156,9 +169,18 @@ pub struct Protection {
     /// The pod's `terminationGracePeriodSeconds`, once read.
     period: Option<u64>,
     read: Read,
-    /// `--pre-stop-delay`: a grace from the pod must be longer (a stop
-    /// hook gets at most half of what is left after it, so it always fits).
+    /// `--pre-stop-delay`: a grace from the pod not longer than it cuts
+    /// the delay (said once at start).
     delay: Duration,
+    /// `--k8s-container`: drainit's own container in the spec.
+    container: Option<String>,
+    /// The pod's `metadata.uid` as the start read found it: another one
+    /// at the stop is another pod of the same name.
+    uid: Option<String>,
+    /// The read at the stop out, and when it was sent.
+    stop_sent: Option<Instant>,
+    /// Reads sent at the stop so far.
+    stop_reads: u8,
 }
 
 impl Protection {
@@ -183,6 +205,10 @@ impl Protection {
             period: None,
             read: Read::Pending,
             delay: Duration::ZERO,
+            container: k8s.container.clone(),
+            uid: None,
+            stop_sent: None,
+            stop_reads: 0,
         }
     }
 
@@ -299,6 +325,7 @@ impl Protection {
             }
         };
         self.take_keys(&pod);
+        self.uid = pod.uid.clone();
         let Some(period) = pod.grace_seconds else {
             if pod.grace_unreadable {
                 warn!(
@@ -326,15 +353,15 @@ impl Protection {
                     .map_or("none".to_string(), |g| format!("{} ms", millis(g)))
             ),
             true => {}
-            false if pod_grace(period) <= self.delay => warn!(
-                "the pod's terminationGracePeriodSeconds ({period} s) less its margin ({} ms) is not longer than --pre-stop-delay ({} ms): the app would be killed before it got its stop signal, so the grace stays {}",
-                millis(pod_grace(period)),
-                millis(self.delay),
-                self.grace
-                    .map_or("none".to_string(), |g| format!("{} ms", millis(g)))
-            ),
             false => {
-                let grace = pod_grace(period);
+                let grace = self.spec_grace(&pod, period);
+                if grace <= self.delay {
+                    warn!(
+                        "the pod's terminationGracePeriodSeconds ({period} s) less its margin ({} ms) is not longer than --pre-stop-delay ({} ms): a stop cuts the delay so the drain keeps at least half of the grace",
+                        millis(grace),
+                        millis(self.delay),
+                    );
+                }
                 let grace_max = match self.grace_max_given {
                     true => self.grace_max.map(|m| m.max(grace)),
                     false => Some(grace),
@@ -344,6 +371,90 @@ impl Protection {
                 };
             }
         }
+    }
+
+    /// The default grace from the pod's spec (`proto::k8s::spec_grace`)
+    /// for drainit's own container (`choose`): said when nothing chose
+    /// one, and when a preStop hook or a sidecar's wait takes an unknown
+    /// share of it.
+    fn spec_grace(&mut self, pod: &Pod, period: u64) -> Duration {
+        let container = match choose(&pod.containers, self.container.as_deref(), period) {
+            Chosen::One(c) => Some(c),
+            // No container read (never so in a real pod): the period alone.
+            Chosen::Smallest(None) => None,
+            Chosen::Smallest(c) => {
+                let grace = spec_grace(period, c);
+                warn!(
+                    "drainit's own container is not known among the pod's {} (set --k8s-container NAME): the grace is the smallest of theirs, {} ms",
+                    pod.containers.len(),
+                    millis(grace)
+                );
+                c
+            }
+        };
+        if let Some(c) = container {
+            let what = match (c.pre_stop, c.restartable) {
+                (PreStop::Other, _) => Some("its exec or httpGet preStop hook's time"),
+                (_, true) => Some("the main containers' stop (a restartable init container)"),
+                _ => None,
+            };
+            if let Some(what) = what {
+                info!(
+                    "container {}: {what} comes out of the grace before drainit's SIGTERM; the read of the pod's deletion at the stop covers it",
+                    crate::util::text::escape(&c.name, 64)
+                );
+            }
+        }
+        spec_grace(period, container)
+    }
+
+    /// The read at the stop answered (`sent`: when it went out): the kill
+    /// time, a force delete, or nothing learnt (said in one line).
+    fn read_at_stop(&mut self, result: Result<Response, Failure>, sent: Instant) -> Option<Learnt> {
+        let response = match result {
+            Ok(response) => response,
+            Err(failure) => {
+                return failed_at_stop(&failure.to_string());
+            }
+        };
+        match response.status {
+            200..=299 => {}
+            404 if self.uid.is_some() => return Some(Learnt::Gone { at: sent }),
+            status => {
+                return failed_at_stop(&format!("HTTP {status}"));
+            }
+        }
+        let pod = match read_pod(&response.body) {
+            Ok(pod) => pod,
+            Err(e) => {
+                return failed_at_stop(&e);
+            }
+        };
+        if self.uid.is_some() && pod.uid.is_some() && pod.uid != self.uid {
+            return Some(Learnt::Gone { at: sent });
+        }
+        let Some(deletion) = pod.deletion else {
+            match &pod.disruption {
+                Some(reason) => info!(
+                    "the pod is not being deleted (DisruptionTarget: {}): the deadline stays",
+                    crate::util::text::escape(reason, 100)
+                ),
+                None => info!(
+                    "the pod is not being deleted (the kubelet stops the container itself): the deadline stays"
+                ),
+            }
+            return None;
+        };
+        // Both the API server's clock: the node's skew cancels. The shell
+        // gives an answer without a Date the local clock's.
+        let Some(date) = response.date else {
+            return failed_at_stop("an answer without a date");
+        };
+        let left = deletion.duration_since(date).unwrap_or_default();
+        Some(Learnt::Kill {
+            at: sent + left,
+            period: pod.deletion_grace_seconds,
+        })
     }
 
     /// The grace that applies, as a log line says it.
@@ -409,11 +520,19 @@ impl Protection {
     }
 }
 
+/// The read at the stop told nothing: said in one line, the deadline kept.
+fn failed_at_stop(why: &str) -> Option<Learnt> {
+    warn!("the pod's read at the stop failed ({why}): the deadline stays");
+    None
+}
+
 impl Protection {
     /// The `kubernetes` object of the exit report and `/status`: the pod
     /// and namespace, whether the pod holds the annotations (as the API
     /// server last accepted), the grace that applies with where it came
-    /// from (`option`, `pod` or `default`), and the pod's period once read.
+    /// from (`option`, `pod`, `default` or `deletion`), the pod's period
+    /// once read, and the deletion's period and kill time (ms after the
+    /// stop began) once read at the stop.
     fn words(&self, deadline: &Deadline) -> serde_json::Value {
         serde_json::json!({
             "pod": self.pod,
@@ -422,6 +541,8 @@ impl Protection {
             "grace_ms": deadline.grace_ms(),
             "grace_from": deadline.from().name(),
             "termination_grace_period_seconds": self.period,
+            "deletion_grace_period_seconds": deadline.kill().and_then(|k| k.period),
+            "kill_ms": deadline.kill().map(|k| k.ms()),
         })
     }
 }
@@ -553,11 +674,49 @@ impl Backend for Protection {
             );
             return None;
         }
-        info!(
-            "--grace {} ms from the pod's terminationGracePeriodSeconds ({period} s), less a margin of 10 % or 2 s",
-            millis(learnt.grace)
-        );
+        if learnt.grace == pod_grace(period) {
+            info!(
+                "--grace {} ms from the pod's terminationGracePeriodSeconds ({period} s), less a margin of 10 % or 2 s",
+                millis(learnt.grace)
+            );
+        } else {
+            info!(
+                "--grace {} ms from the pod's spec: the shortest of its terminationGracePeriodSeconds ({period} s) and drainit's container's probes, less its preStop sleep and a margin of 10 % or 2 s",
+                millis(learnt.grace)
+            );
+        }
         Some(learnt)
+    }
+
+    fn stop_read(&mut self, now: Instant) -> Option<Request> {
+        if self.stop_sent.is_some() || self.stop_reads >= STOP_READS {
+            return None;
+        }
+        self.stop_reads += 1;
+        self.stop_sent = Some(now);
+        let mut read = Request::new(Endpoint::K8sPod, Method::Get).with_auth(Auth::ServiceAccount);
+        // Served from the API server's cache.
+        read.query = vec![("resourceVersion", "0".into())];
+        Some(read)
+    }
+
+    fn on_stop_answer(
+        &mut self,
+        result: Result<Response, Failure>,
+        now: Instant,
+    ) -> (Option<Learnt>, Option<Instant>) {
+        let Some(sent) = self.stop_sent.take() else {
+            return (None, None);
+        };
+        let learnt = self.read_at_stop(result, sent);
+        let again = match learnt {
+            Some(Learnt::Kill { at, .. }) if self.stop_reads < STOP_READS => {
+                let left = at.saturating_duration_since(now);
+                (left > READ_AGAIN_PAST).then(|| now + left / 2)
+            }
+            _ => None,
+        };
+        (learnt, again)
     }
 
     fn report(&self, deadline: &Deadline) -> Report {
@@ -630,6 +789,7 @@ impl Backend for Protection {
 mod tests {
     use super::*;
     use crate::proto::k8s::{COST_KEY, DO_NOT_DISRUPT_KEY, SAFE_TO_EVICT_KEY};
+    use std::time::SystemTime;
 
     fn config(grace_given: bool) -> K8sConfig {
         K8sConfig {
@@ -637,6 +797,7 @@ mod tests {
             port: 443,
             namespace: "jobs".into(),
             pod: "worker-1".into(),
+            container: None,
             interval: Duration::from_secs(10),
             cost: 1000,
             managed: Managed::ALL,
@@ -970,7 +1131,7 @@ mod tests {
     }
 
     #[test]
-    fn a_pod_grace_inside_the_pre_stop_delay_is_not_taken() {
+    fn a_pod_grace_inside_the_pre_stop_delay_is_taken_and_cuts_the_delay() {
         let t0 = Instant::now();
         let pod = |period: u64| {
             ok(&format!(
@@ -981,14 +1142,162 @@ mod tests {
         p.delay = Duration::from_secs(10);
         p.start();
         p.on_answer(pod(10), t0);
-        assert_eq!(p.take_grace(false), None, "8 s inside a 10 s delay");
+        // The grace is kept; the timeline cuts the delay at the stop.
+        assert_eq!(p.take_grace(false).unwrap().grace, Duration::from_secs(8));
         assert_eq!(p.period, Some(10));
-        // A period that leaves room after the delay is taken.
-        let mut q = Protection::new(&config(false), Some(Duration::from_secs(30)), None);
-        q.delay = Duration::from_secs(10);
-        q.start();
-        q.on_answer(pod(13), t0);
-        assert_eq!(q.take_grace(false).unwrap().grace, Duration::from_secs(11));
+    }
+
+    #[test]
+    fn the_default_grace_comes_from_drainits_container_in_the_spec() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let spec = r#"{"spec":{"terminationGracePeriodSeconds":30,"containers":[
+            {"name":"app","command":["/drainit"],"livenessProbe":{"terminationGracePeriodSeconds":12},
+             "lifecycle":{"preStop":{"sleep":{"seconds":3}}}},
+            {"name":"side","lifecycle":{"preStop":{"exec":{"command":["x"]}}}}]}}"#;
+        // The one that runs drainit: min(30, 12) less 3 s of sleep, less 2 s.
+        let mut p = Protection::new(&config(false), Some(s(25)), None);
+        p.start();
+        p.on_answer(ok(spec), t0);
+        assert_eq!(p.take_grace(false).unwrap().grace, s(7));
+        // Named: the other one, whose exec hook is not counted.
+        let mut named = config(false);
+        named.container = Some("side".into());
+        let mut p = Protection::new(&named, Some(s(25)), None);
+        p.start();
+        p.on_answer(ok(spec), t0);
+        assert_eq!(p.take_grace(false).unwrap().grace, s(27));
+        // A name that is none of them: the smallest.
+        named.container = Some("nope".into());
+        let mut p = Protection::new(&named, Some(s(25)), None);
+        p.start();
+        p.on_answer(ok(spec), t0);
+        assert_eq!(p.take_grace(false).unwrap().grace, s(7));
+        // Given: checked against the pod's period, never changed.
+        let mut p = Protection::new(&config(true), Some(s(20)), None);
+        p.start();
+        p.on_answer(ok(spec), t0);
+        assert_eq!(p.take_grace(false), None);
+    }
+
+    const UID: &str = r#""uid":"u-1""#;
+
+    fn dated(body: &str, status: u16, date: SystemTime) -> Result<Response, Failure> {
+        Ok(Response {
+            status,
+            body: body.as_bytes().to_vec(),
+            date: Some(date),
+            ..Response::default()
+        })
+    }
+
+    /// A back-end whose start read found pod `u-1`.
+    fn started(t0: Instant) -> Protection {
+        let mut p = Protection::new(&config(false), Some(Duration::from_secs(27)), None);
+        p.start();
+        p.on_answer(
+            ok(&format!(
+                r#"{{"metadata":{{{UID}}},"spec":{{"terminationGracePeriodSeconds":30}}}}"#
+            )),
+            t0,
+        );
+        p
+    }
+
+    #[test]
+    fn the_read_at_the_stop_learns_the_kill_from_the_api_servers_clock() {
+        let s = Duration::from_secs;
+        let t0 = Instant::now();
+        // The server's clock ahead, on time, behind: its two times cancel.
+        for (date, stamp) in [
+            ((8, 0, 30), "2027-01-15T08:00:40Z"),
+            ((8, 0, 0), "2027-01-15T08:00:10Z"),
+            ((7, 59, 30), "2027-01-15T07:59:40Z"),
+        ] {
+            let mut p = started(t0);
+            let read = p.stop_read(t0).unwrap();
+            assert_eq!(
+                (&read.method, &read.endpoint),
+                (&Method::Get, &Endpoint::K8sPod)
+            );
+            assert_eq!(read.query, vec![("resourceVersion", "0".to_string())]);
+            assert_eq!(p.stop_read(t0), None, "one out at a time");
+            let date = crate::proto::http::civil_time(2027, 1, 15, date.0, date.1, date.2).unwrap();
+            let body = format!(
+                r#"{{"metadata":{{{UID},"deletionTimestamp":"{stamp}","deletionGracePeriodSeconds":10}}}}"#
+            );
+            let (learnt, again) = p.on_stop_answer(dated(&body, 200, date), t0 + s(1));
+            // Counted from when the read was sent.
+            assert_eq!(
+                learnt,
+                Some(Learnt::Kill {
+                    at: t0 + s(10),
+                    period: Some(10)
+                }),
+                "{stamp}"
+            );
+            assert_eq!(again, None, "10 s left: read once");
+        }
+    }
+
+    #[test]
+    fn a_long_deletion_is_read_once_more_at_half_of_it() {
+        let s = Duration::from_secs;
+        let t0 = Instant::now();
+        let mut p = started(t0);
+        p.stop_read(t0).unwrap();
+        let date = crate::proto::http::civil_time(2027, 1, 15, 8, 0, 0).unwrap();
+        let body = format!(
+            r#"{{"metadata":{{{UID},"deletionTimestamp":"2027-01-15T08:02:00Z","deletionGracePeriodSeconds":120}}}}"#
+        );
+        let (_, again) = p.on_stop_answer(dated(&body, 200, date), t0);
+        assert_eq!(again, Some(t0 + s(60)));
+        assert!(p.stop_read(t0 + s(60)).is_some());
+        let (learnt, again) = p.on_stop_answer(dated(&body, 200, date), t0 + s(60));
+        assert!(learnt.is_some());
+        assert_eq!(again, None, "twice at most");
+        assert_eq!(p.stop_read(t0 + s(90)), None);
+    }
+
+    #[test]
+    fn a_force_delete_a_failure_and_no_deletion_at_the_stop() {
+        let t0 = Instant::now();
+        let date = SystemTime::UNIX_EPOCH;
+        // 404 for the pod read at start: force-deleted.
+        let mut p = started(t0);
+        p.stop_read(t0).unwrap();
+        let (learnt, _) = p.on_stop_answer(status(404), t0);
+        assert_eq!(learnt, Some(Learnt::Gone { at: t0 }));
+        // Made again under another uid: force-deleted too.
+        let mut p = started(t0);
+        p.stop_read(t0).unwrap();
+        let other = r#"{"metadata":{"uid":"u-2"}}"#;
+        assert_eq!(
+            p.on_stop_answer(dated(other, 200, date), t0).0,
+            Some(Learnt::Gone { at: t0 })
+        );
+        // A pod never found at start: a 404 changes nothing.
+        let mut never = Protection::new(&config(false), None, None);
+        never.start();
+        never.on_answer(status(404), t0);
+        never.stop_read(t0).unwrap();
+        assert_eq!(never.on_stop_answer(status(404), t0).0, None);
+        // A 500, a timeout, no deletion: the deadline stays.
+        for answer in [
+            status(500),
+            Err(Failure::new(crate::proto::http::Kind::Timeout, "t")),
+            dated(
+                &format!(
+                    r#"{{"metadata":{{{UID}}},"status":{{"conditions":[{{"type":"DisruptionTarget","status":"True","reason":"TerminationByKubelet"}}]}}}}"#
+                ),
+                200,
+                date,
+            ),
+        ] {
+            let mut p = started(t0);
+            p.stop_read(t0).unwrap();
+            assert_eq!(p.on_stop_answer(answer, t0), (None, None));
+        }
     }
 
     #[test]

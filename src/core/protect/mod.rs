@@ -9,7 +9,10 @@
 //! `Platform` (named again in `each!`) and one line in `backends`; it may
 //! read its platform once at start (`Backend::start`) and set the
 //! deadline from what it read (`Backend::take_grace`). One request is out
-//! at a time. Protection ends when the stop begins: nothing more is sent.
+//! at a time. Protection ends when the stop begins: nothing more is sent,
+//! but for the back-end's read at the stop (`Backend::stop_read`: the
+//! Kubernetes pod's deletion, the kill time), which has a slot of its own
+//! and never waits behind the request out.
 //! When the app ends by itself while protected (a crash, no stop under
 //! way), a back-end may take protection off with one request
 //! (`Backend::on_crash`; asked again when the request then out answers,
@@ -24,7 +27,7 @@ use std::time::{Duration, Instant};
 use crate::core::asks::{Asks, Owner};
 use crate::core::complaints::Key;
 use crate::core::counters::RequestKind;
-use crate::core::deadline::{Deadline, Grace};
+use crate::core::deadline::{stop_read_timeout, Deadline, Grace, Learnt};
 use crate::core::event::{Answer, Lane, Token};
 use crate::core::settings::Config;
 use crate::core::timers::{timer_kind, Slots};
@@ -36,6 +39,8 @@ timer_kind! {
         Poll,
         /// The end of the wait for the crash request's answer.
         Crash,
+        /// The back-end's read at the stop (and once more, if it asks).
+        StopRead,
     }
 }
 
@@ -92,6 +97,21 @@ pub trait Backend {
     /// The crash request's answer, or None when none came within
     /// `CRASH_BOUND`.
     fn crash_answered(&mut self, _result: Option<Result<Response, Failure>>) {}
+    /// At the stop (and again when `on_stop_answer` asks): a read of the
+    /// platform that may tell when the kill comes. It has a slot of its
+    /// own: it never waits behind `request`'s.
+    fn stop_read(&mut self, _now: Instant) -> Option<Request> {
+        None
+    }
+    /// The stop read's answer at `now`: the kill time learnt, if any, and
+    /// when to read once more, if ever.
+    fn on_stop_answer(
+        &mut self,
+        _result: Result<Response, Failure>,
+        _now: Instant,
+    ) -> (Option<Learnt>, Option<Instant>) {
+        (None, None)
+    }
     /// What the back-end says of itself (`Report`), with the run's grace
     /// (`deadline`).
     fn report(&self, deadline: &Deadline) -> Report;
@@ -183,6 +203,8 @@ pub struct Protection {
     /// After a crash: the run's exit waits, at most until the `Crash`
     /// timer, for the crash request (Some) or for the request out (None).
     crash: Option<Option<Token>>,
+    /// The back-end's read at the stop out (`Backend::stop_read`).
+    stop_request: Option<Token>,
     /// Since when every answer said idle (for the back-end's hold).
     idle_since: Option<Instant>,
     /// The stop began: nothing more is sent.
@@ -202,6 +224,7 @@ impl Protection {
             round: None,
             request: None,
             crash: None,
+            stop_request: None,
             idle_since: None,
             ended: false,
         };
@@ -334,6 +357,52 @@ impl Protection {
         each!(&mut self.platform, b => b.take_grace(stopping))
     }
 
+    /// A stop began at `now`: the back-end's read at the stop is due (it
+    /// goes out after the turn's other actions: the stop signal first).
+    pub fn begin_stop(&mut self, now: Instant) {
+        self.timers.set(ProtectTimer::StopRead, Some(now));
+    }
+
+    /// Sends the back-end's read at the stop when it is due, bounded by
+    /// `stop_read_timeout` of the stop's `deadline`.
+    pub fn stop_read(&mut self, now: Instant, deadline: Option<Instant>, asks: &mut Asks) {
+        if !self.timers.due(ProtectTimer::StopRead, now) || self.stop_request.is_some() {
+            return;
+        }
+        self.timers.set(ProtectTimer::StopRead, None);
+        if let Some(request) = each!(&mut self.platform, b => b.stop_read(now)) {
+            let timeout = stop_read_timeout(deadline, now);
+            let token = asks.send(
+                Owner::Protect,
+                RequestKind::ProtectUpdate,
+                Lane::Protect,
+                request,
+                timeout,
+            );
+            self.stop_request = Some(token);
+        }
+    }
+
+    /// `token` is the read at the stop.
+    pub fn is_stop_read(&self, token: Token) -> bool {
+        self.stop_request == Some(token)
+    }
+
+    /// The read at the stop answered at `now`: what it learnt of the kill,
+    /// and the next read armed if the back-end asks for one.
+    pub fn on_stop_read(
+        &mut self,
+        now: Instant,
+        result: Result<Response, Failure>,
+    ) -> Option<Learnt> {
+        self.stop_request = None;
+        let (learnt, again) = each!(&mut self.platform, b => b.on_stop_answer(result, now));
+        if let Some(at) = again {
+            self.timers.set(ProtectTimer::StopRead, Some(at));
+        }
+        learnt
+    }
+
     /// What the back-end reports (`Report`), with the run's grace.
     pub fn report(&self, deadline: &Deadline) -> Report {
         each!(&self.platform, b => b.report(deadline))
@@ -453,6 +522,7 @@ mod tests {
             round: None,
             request: None,
             crash: None,
+            stop_request: None,
             idle_since: None,
             ended: false,
         };
