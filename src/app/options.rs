@@ -250,10 +250,9 @@ declare! {
     };
     CHECK = Opt {
         long: "check",
-        var: false,
-        help: "Check the configuration and exit 0 or 1, starting no program: every option and \
-               variable, the program if given, every host, and one ask of each drain source; \
-               one line per finding on stdout",
+        help: "Check the configuration, starting no program: options, variables, the program, \
+               hosts, one ask of each drain source, the pod with --k8s-protect, within 15 s; a \
+               line per finding on stdout, a summary last; exit 1 on an error",
         ..FLAG
     };
     VERSION = Opt {
