@@ -18,14 +18,15 @@
 //! stop commands and ECS task protection are never used, only their hosts
 //! looked up.
 
-use std::collections::VecDeque;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
 use crate::core::event::{Action, Answer, Input, Lane, Token};
+use crate::core::listener::app_ready;
 use crate::core::outcome::Ended;
 use crate::core::rules::time_left;
 use crate::core::settings::{Config, Notice};
+use crate::core::sources::url::WRONG_URL;
 use crate::core::sources::{self, AnyKind, Count, How, Reply, MAX_POLLS, WRONG_URL_SAYS};
 use crate::io::threads::{self, Inbox, Outbox};
 use crate::io::{reaper, signals};
@@ -46,6 +47,8 @@ const LATE: Duration = Duration::from_secs(1);
 /// A lookup of the same name by another ask is running: asked again this
 /// much later, within the ask's own time.
 const RETRY: Duration = Duration::from_millis(50);
+/// What a refused connection says under a check.
+const NOTHING: &str = "nothing listens there now (start the app to check its answer)";
 /// The signals that end the check at once (exit 1).
 const STOPS: [i32; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
@@ -69,7 +72,8 @@ struct Findings {
 
 impl Findings {
     /// One finding, on stdout at once (a slow ask shows where it is).
-    fn say(&mut self, level: Level, text: &str) {
+    #[inline(never)]
+    fn say(&mut self, level: Level, text: std::fmt::Arguments<'_>) {
         let word = match level {
             Level::Ok => "ok",
             Level::Info => "info",
@@ -78,11 +82,14 @@ impl Findings {
         };
         self.errors += usize::from(level == Level::Error);
         self.warnings += usize::from(level == Level::Warn);
-        print(&format!("{word}: {text}\n"));
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{word}: {text}");
+        let _ = out.flush();
     }
 }
 
 /// Text on stdout at once; a reader that went away is no error.
+#[inline(never)]
 fn print(text: &str) {
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(text.as_bytes());
@@ -93,21 +100,17 @@ fn print(text: &str) {
 /// `error: 1 error, 0 warnings`, and when `DRAINIT_CHECK` turned the check
 /// on, that the program was not started because of it.
 pub fn summary(errors: usize, warnings: usize, by_variable: bool) -> String {
-    let plural = |n: usize, word: &str| match n {
-        1 => format!("1 {word}"),
-        n => format!("{n} {word}s"),
+    let s = |n: usize| if n == 1 { "" } else { "s" };
+    let word = if errors > 0 { "error" } else { "ok" };
+    let why = match by_variable {
+        true => "; the program was not started because DRAINIT_CHECK is set",
+        false => "",
     };
-    let mut line = format!(
-        "{}: {}, {}",
-        if errors > 0 { "error" } else { "ok" },
-        plural(errors, "error"),
-        plural(warnings, "warning")
-    );
-    if by_variable {
-        line.push_str("; the program was not started because DRAINIT_CHECK is set");
-    }
-    line.push('\n');
-    line
+    format!(
+        "{word}: {errors} error{}, {warnings} warning{}{why}\n",
+        s(errors),
+        s(warnings)
+    )
 }
 
 /// One ask of the check.
@@ -118,8 +121,8 @@ enum Ask {
     Host(String, u16),
     /// `--ready-url`, read by the health listener's rule.
     Ready(String),
-    /// The ECS task metadata, read by the watch's rule.
-    Metadata,
+    /// The ECS task metadata: the watch's task URL.
+    Metadata(String),
     /// `--k8s-protect`: the pod's read, then the busy patch as a dry run.
     #[cfg(feature = "k8s")]
     Pod(k8s::Step),
@@ -142,7 +145,7 @@ struct Check<'a> {
     kinds: Vec<AnyKind>,
     asks: Vec<Ask>,
     /// Asks waiting for a slot: which, not before when, first asked when.
-    queue: VecDeque<(usize, Instant, Option<Instant>)>,
+    queue: Vec<(usize, Instant, Option<Instant>)>,
     out: Vec<Out>,
     executor: Executor<'a>,
     outbox: Outbox,
@@ -159,11 +162,14 @@ struct Check<'a> {
 pub fn run(config: &Config, by_variable: bool) -> bool {
     let now = Instant::now();
     let mut findings = Findings::default();
-    findings.say(Level::Ok, "the options and variables are valid");
+    findings.say(
+        Level::Ok,
+        format_args!("the options and variables are valid"),
+    );
     for notice in &config.notices {
         match notice {
-            Notice::Info(text) => findings.say(Level::Info, text),
-            Notice::Warn(text) => findings.say(Level::Warn, text),
+            Notice::Info(text) => findings.say(Level::Info, format_args!("{text}")),
+            Notice::Warn(text) => findings.say(Level::Warn, format_args!("{text}")),
         }
     }
     program(config, &mut findings);
@@ -171,7 +177,10 @@ pub fn run(config: &Config, by_variable: bool) -> bool {
     let handled = match signals::install() {
         Ok((handled, _)) => Some(handled),
         Err(e) => {
-            findings.say(Level::Error, &format!("cannot set up signal handling: {e}"));
+            findings.say(
+                Level::Error,
+                format_args!("cannot set up signal handling: {e}"),
+            );
             None
         }
     };
@@ -180,7 +189,7 @@ pub fn run(config: &Config, by_variable: bool) -> bool {
         config,
         kinds: sources::kinds(config),
         asks: Vec::new(),
-        queue: VecDeque::new(),
+        queue: Vec::new(),
         out: Vec::new(),
         executor: Executor::new(config, 0, false, outbox.clone()),
         outbox,
@@ -205,7 +214,7 @@ pub fn run(config: &Config, by_variable: bool) -> bool {
 /// start it.
 fn program(config: &Config, findings: &mut Findings) {
     if config.program.is_empty() {
-        return findings.say(Level::Info, "no PROGRAM given: not checked");
+        return findings.say(Level::Info, format_args!("no PROGRAM given: not checked"));
     }
     let name = config.program.to_string_lossy();
     let path = std::env::var("PATH").ok();
@@ -215,9 +224,9 @@ fn program(config: &Config, findings: &mut Findings) {
     match crate::io::commands::parse_command(&quoted, path.as_deref()) {
         Ok(cmd) => findings.say(
             Level::Ok,
-            &format!("program {shown}: {}", cmd.program.display()),
+            format_args!("program {shown}: {}", cmd.program.display()),
         ),
-        Err(e) => findings.say(Level::Error, &format!("program {shown}: {e}")),
+        Err(e) => findings.say(Level::Error, format_args!("program {shown}: {e}")),
     }
 }
 
@@ -225,10 +234,10 @@ fn program(config: &Config, findings: &mut Findings) {
 /// drain files' directories and `--serve`'s address.
 fn files(config: &Config, findings: &mut Findings) {
     if let Some(path) = &config.exit_report {
-        let what = format!("--exit-report {}", path.display());
+        let shown = path.display();
         match crate::io::report_file::prepare(path) {
-            Ok(_) => findings.say(Level::Ok, &what),
-            Err(e) => findings.say(Level::Error, &format!("{what}: {e}")),
+            Ok(_) => findings.say(Level::Ok, format_args!("--exit-report {shown}")),
+            Err(e) => findings.say(Level::Error, format_args!("--exit-report {shown}: {e}")),
         }
     }
     for file in &config.drain_files {
@@ -238,7 +247,7 @@ fn files(config: &Config, findings: &mut Findings) {
         {
             findings.say(
                 Level::Warn,
-                &format!(
+                format_args!(
                     "drain file {}: its directory does not exist (the app must make it)",
                     file.display()
                 ),
@@ -247,33 +256,26 @@ fn files(config: &Config, findings: &mut Findings) {
     }
     if let Some(addr) = config.serve {
         match crate::io::serve::bind(addr) {
-            Ok(_) => findings.say(Level::Ok, &format!("--serve {addr} can listen")),
+            Ok(_) => findings.say(Level::Ok, format_args!("--serve {addr} can listen")),
             Err(e) if e.raw_os_error() == Some(libc::EADDRINUSE) && beside_drainit() => findings
                 .say(
                     Level::Info,
-                    &format!("--serve {addr} is in use: the drainit running as PID 1 holds it"),
+                    format_args!("--serve {addr} is in use: the drainit running as PID 1 holds it"),
                 ),
             Err(e) => findings.say(
                 Level::Error,
-                &format!("--serve {addr}: cannot listen there: {e}"),
+                format_args!("--serve {addr}: cannot listen there: {e}"),
             ),
         }
     }
 }
 
 /// This check runs beside a drainit that is PID 1 (`docker exec` into a
-/// running container): the same program, by its file or its name.
+/// running container): the same program file.
 fn beside_drainit() -> bool {
-    let same = |what: &str| {
-        let pid1 = std::fs::read_link(format!("/proc/1/{what}"))
-            .map(|p| p.into_os_string().into_encoded_bytes())
-            .or_else(|_| std::fs::read(format!("/proc/1/{what}")));
-        let me = std::fs::read_link(format!("/proc/self/{what}"))
-            .map(|p| p.into_os_string().into_encoded_bytes())
-            .or_else(|_| std::fs::read(format!("/proc/self/{what}")));
-        matches!((pid1, me), (Ok(a), Ok(b)) if a == b)
-    };
-    std::process::id() != 1 && (same("exe") || same("comm"))
+    let one = std::fs::read_link("/proc/1/exe");
+    std::process::id() != 1
+        && one.is_ok_and(|one| std::fs::read_link("/proc/self/exe").ok() == Some(one))
 }
 
 impl Check<'_> {
@@ -283,44 +285,21 @@ impl Check<'_> {
         let config = self.config;
         self.asks
             .extend(config.ready_url.iter().cloned().map(Ask::Ready));
-        if config
-            .ecs
-            .as_ref()
-            .is_some_and(|e| e.metadata_uri.is_some())
-        {
-            self.asks.push(Ask::Metadata);
+        if let Some(watch) = crate::core::watch::ecs::from_config(config) {
+            self.asks.push(Ask::Metadata(watch.task_url));
         }
         #[cfg(feature = "k8s")]
         if self.pod.is_some() {
             self.asks.push(Ask::Pod(k8s::Step::Read));
         }
-        // The hosts of URLs never sent to, each once; the URLs asked say
-        // for themselves whether their host resolves.
-        let asked: Vec<String> = config
-            .drain_urls
-            .iter()
-            .chain(&config.ready_url)
-            .chain(config.ecs.iter().flat_map(|e| &e.metadata_uri))
-            .filter_map(|u| parse_url(u).ok().map(|u| u.host))
-            .collect();
-        let agent = config
-            .ecs
-            .iter()
-            .flat_map(|e| &e.protect)
-            .map(|p| &p.agent_uri);
-        let mut seen = asked;
-        for url in config
-            .stop_hooks
-            .iter()
-            .map(|t| &t.url)
-            .chain(agent)
-            .filter_map(|u| parse_url(u).ok())
-        {
-            let literal = url.host.parse::<std::net::IpAddr>().is_ok()
-                || url
-                    .host
-                    .trim_end_matches('.')
-                    .eq_ignore_ascii_case("localhost");
+        // The hosts of URLs never sent to, each once (IP addresses need
+        // no lookup); the URLs asked say for themselves.
+        let agent = config.ecs.iter().flat_map(|e| &e.protect);
+        let urls = config.stop_hooks.iter().map(|t| &t.url);
+        let mut seen = Vec::new();
+        for url in urls.chain(agent.map(|p| &p.agent_uri)) {
+            let Ok(url) = parse_url(url) else { continue };
+            let literal = url.host.parse::<std::net::IpAddr>().is_ok();
             if !literal && crate::util::text::first_time(&mut seen, &url.host) {
                 self.asks.push(Ask::Host(url.host, url.port));
             }
@@ -348,7 +327,7 @@ impl Check<'_> {
                 let name = crate::util::signame::signal_name(signo);
                 return self.findings.say(
                     Level::Error,
-                    &format!("stopped by {name} before the check was over"),
+                    format_args!("stopped by {name} before the check was over"),
                 );
             }
             self.gather(Instant::now());
@@ -381,15 +360,16 @@ impl Check<'_> {
             out.killed = Some(at.saturating_duration_since(out.first));
             self.executor.execute(Action::KillRun(out.token));
         }
-        let mut waiting = VecDeque::new();
-        while let Some((ask, at, first)) = self.queue.pop_front() {
+        let mut queue = std::mem::take(&mut self.queue);
+        queue.retain(|&(ask, at, first)| {
             if self.out.len() >= MAX_POLLS || at > now || now >= self.end {
-                waiting.push_back((ask, at, first));
-                continue;
+                return true;
             }
             self.start(ask, now, first.unwrap_or(now));
-        }
-        self.queue = waiting;
+            false
+        });
+        queue.append(&mut self.queue);
+        self.queue = queue;
     }
 
     /// Asks `ask` once.
@@ -418,11 +398,7 @@ impl Check<'_> {
                     since: now,
                 },
             },
-            Ask::Ready(url) => send(Lane::Poll, Request::get(url)),
-            Ask::Metadata => match crate::core::watch::ecs::from_config(self.config) {
-                Some(watch) => send(Lane::Watch, Request::get(&watch.task_url)),
-                None => return,
-            },
+            Ask::Ready(url) | Ask::Metadata(url) => send(Lane::Poll, Request::get(url)),
             #[cfg(feature = "k8s")]
             Ask::Pod(step) => match self.pod.as_mut() {
                 Some(pod) => send(Lane::Protect, pod.request(self.config, *step)),
@@ -476,16 +452,15 @@ impl Check<'_> {
     /// out a moment later too.
     fn past_bound(&mut self, now: Instant) {
         let late = now >= self.end + LATE;
-        let never: Vec<usize> = self.queue.drain(..).map(|q| q.0).collect();
-        let still = self.out.iter().filter(|_| late).map(|o| o.ask);
-        let secs = BOUND.as_secs();
-        for ask in never.into_iter().chain(still.collect::<Vec<_>>()) {
-            let what = self.what(ask);
-            let text = format!("{what}: no answer within the check's bound ({secs} s)");
-            self.findings.say(Level::Warn, &text);
-        }
+        let mut asks: Vec<usize> = self.queue.drain(..).map(|q| q.0).collect();
         if late {
-            self.out.clear();
+            asks.extend(self.out.drain(..).map(|o| o.ask));
+        }
+        for ask in asks {
+            let what = self.what(ask);
+            let secs = BOUND.as_secs();
+            let text = format_args!("{what}: no answer within the check's bound ({secs} s)");
+            self.findings.say(Level::Warn, text);
         }
     }
 
@@ -501,7 +476,7 @@ impl Check<'_> {
                 "--ready-url {}",
                 escape(&sources::url::public_url(url), 200)
             ),
-            Ask::Metadata => "ECS task metadata".into(),
+            Ask::Metadata(_) => "ECS task metadata".into(),
             #[cfg(feature = "k8s")]
             Ask::Pod(step) => self.pod.as_ref().map_or(String::new(), |p| p.what(*step)),
         }
@@ -525,10 +500,15 @@ impl Check<'_> {
             matches!(&input, Input::Http { result: Err(f), .. } if f.kind == Kind::ResolverBusy);
         let retry = now + RETRY;
         if busy && retry < out.first + ASK_TIMEOUT && retry < self.end {
-            return self.queue.push_back((out.ask, retry, Some(out.first)));
+            return self.queue.push((out.ask, retry, Some(out.first)));
         }
         let what = self.what(out.ask);
-        let said = match (&self.asks[out.ask], &input) {
+        let say = &mut self.findings;
+        let result = match &input {
+            Input::Http { result, .. } => Some(result),
+            _ => None,
+        };
+        match (&self.asks[out.ask], result) {
             (Ask::Source(k), _) => {
                 let reply = match &input {
                     Input::Http { result, .. } => Reply::Http(result),
@@ -538,55 +518,50 @@ impl Check<'_> {
                 };
                 let read = self.kinds[*k].read(reply);
                 if let Some((pointer, Count::Bad(why))) = &read.count {
-                    let text = format!("{what}: --drain-count-field {pointer}: {why}");
-                    self.findings.say(Level::Warn, &text);
+                    let text = format_args!("{what}: --drain-count-field {pointer}: {why}");
+                    say.say(Level::Warn, text);
                 }
-                source(&read, &input)
+                source(say, &what, &read, &input)
             }
-            (Ask::Host(..), Input::Http { result: Err(f), .. }) if f.kind == Kind::Resolve => {
-                (Level::Warn, format!("does not resolve: {f}"))
+            (Ask::Host(..), Some(Err(f))) if f.kind == Kind::Resolve => {
+                say.say(Level::Warn, format_args!("{what}: does not resolve: {f}"))
             }
-            (Ask::Host(..), _) => (Level::Ok, "resolves".into()),
-            (Ask::Ready(_), Input::Http { result, .. }) => ready(result),
-            (Ask::Metadata, Input::Http { result, .. }) => self.metadata(result.clone()),
+            (Ask::Host(..), _) => say.say(Level::Ok, format_args!("{what}: resolves")),
+            (Ask::Ready(_), Some(Err(f))) if f.kind == Kind::Refused => {
+                say.say(Level::Info, format_args!("{what}: {NOTHING}"))
+            }
+            (Ask::Ready(_), Some(Ok(r))) if WRONG_URL.contains(&r.status) => say.say(
+                Level::Error,
+                format_args!("{what}: HTTP {}: {WRONG_URL_SAYS}", r.status),
+            ),
+            // As `/readyz` reads it.
+            (Ask::Ready(_), Some(Ok(r))) => match app_ready(Ok(r.status)) {
+                Ok(()) => say.say(Level::Ok, format_args!("{what}: ready")),
+                Err(why) => say.say(Level::Ok, format_args!("{what}: not ready ({why})")),
+            },
+            (Ask::Metadata(_), Some(Ok(r))) if r.status == 200 => {
+                say.say(Level::Ok, format_args!("{what}: HTTP 200"))
+            }
+            (Ask::Metadata(_), Some(Ok(r))) => {
+                say.say(Level::Warn, format_args!("{what}: HTTP {}", r.status))
+            }
             #[cfg(feature = "k8s")]
-            (Ask::Pod(step), Input::Http { result, .. }) => {
+            (Ask::Pod(step), Some(result)) => {
                 let step = *step;
                 let Some(pod) = self.pod.as_mut() else {
                     return;
                 };
                 let (said, next) = pod.answered(self.config, step, result, now);
+                for (level, text) in said {
+                    say.say(level, format_args!("{what}: {text}"));
+                }
                 if let Some(next) = next {
                     self.asks.push(Ask::Pod(next));
-                    self.queue.push_back((self.asks.len() - 1, now, None));
+                    self.queue.push((self.asks.len() - 1, now, None));
                 }
-                for (level, text) in said {
-                    self.findings.say(level, &format!("{what}: {text}"));
-                }
-                return;
             }
-            _ => (Level::Warn, "no answer".into()),
-        };
-        self.findings.say(said.0, &format!("{what}: {}", said.1));
-    }
-
-    /// The ECS task metadata's answer, read by the watch's own rule.
-    fn metadata(&self, result: Result<Response, Failure>) -> (Level, String) {
-        let shown = match &result {
-            Ok(r) => format!("HTTP {}", r.status),
-            Err(f) => f.to_string(),
-        };
-        let watch = crate::core::watch::ecs::from_config(self.config);
-        let task = watch.and_then(|mut w| {
-            w.on_task(result);
-            w.task
-        });
-        match task {
-            Some(task) => (
-                Level::Ok,
-                format!("task family {}", escape(&task.family, 100)),
-            ),
-            None => (Level::Warn, format!("no task metadata ({shown})")),
+            (_, Some(Err(f))) => say.say(Level::Warn, format_args!("{what}: {f}")),
+            _ => say.say(Level::Warn, format_args!("{what}: no answer")),
         }
     }
 }
@@ -595,62 +570,38 @@ impl Check<'_> {
 /// noted (the app is not running under a check); a status that says the
 /// URL is wrong, or a body that can never say ready, is an error; no
 /// answer is a warning.
-fn source(read: &sources::Read, input: &Input) -> (Level, String) {
+fn source(say: &mut Findings, what: &str, read: &sources::Read, input: &Input) {
     let refused = matches!(&read.failure, Some((Kind::Refused, _)));
-    match (&read.answer, read.wrong_url, input) {
-        _ if refused => (
-            Level::Info,
-            "nothing listens there now (start the app to check its answer)".into(),
-        ),
-        (_, Some(status), _) => (Level::Error, format!("HTTP {status}: {WRONG_URL_SAYS}")),
-        (_, _, Input::RunFailed { .. }) => (Level::Error, "cannot start".into()),
-        (
-            _,
-            _,
-            Input::RunEnded {
-                ended: Ended::Exited(code @ (126 | 127)),
-                ..
-            },
-        ) => (
+    let ran = match input {
+        Input::RunEnded { ended, .. } => Some(*ended),
+        _ => None,
+    };
+    match (&read.answer, read.wrong_url, ran) {
+        _ if refused => say.say(Level::Info, format_args!("{what}: {NOTHING}")),
+        (_, Some(status), _) => say.say(
             Level::Error,
-            format!(
-                "exit {code}: it could not run a program (126: not executable, 127: not found)"
-            ),
+            format_args!("{what}: HTTP {status}: {WRONG_URL_SAYS}"),
         ),
-        (Answer::NotReady(why), ..) if read.never_ready => (
+        (_, _, Some(Ended::Exited(code @ (126 | 127)))) => say.say(
             Level::Error,
-            format!("{why}: drainit would never see it ready (--drain-field)"),
+            format_args!("{what}: exit {code}: it could not run a program (126: not executable, 127: not found)"),
         ),
-        (Answer::Ready, ..) => (Level::Ok, format!("ready{}", summary_of(read))),
-        (Answer::NotReady(why), ..) => (Level::Ok, format!("not ready ({why})")),
-        (Answer::NoAnswer(why), ..) => (Level::Warn, format!("no answer ({why})")),
-    }
-}
-
-/// A read's summary, after a comma, when it has one.
-fn summary_of(read: &sources::Read) -> String {
-    read.summary
-        .as_ref()
-        .map_or(String::new(), |s| format!(" ({s})"))
-}
-
-/// `--ready-url`'s answer, by the rule `/readyz` reads it with.
-fn ready(result: &Result<Response, Failure>) -> (Level, String) {
-    let asked = result
-        .as_ref()
-        .map(|r| r.status)
-        .map_err(Failure::to_string);
-    match (crate::core::listener::app_ready(asked), result) {
-        (_, Err(f)) if f.kind == Kind::Refused => (
-            Level::Info,
-            "nothing listens there now (start the app to check its answer)".into(),
+        (Answer::NotReady(why), ..) if read.never_ready => say.say(
+            Level::Error,
+            format_args!("{what}: {why}: drainit would never see it ready (--drain-field)"),
         ),
-        (_, Err(f)) => (Level::Warn, f.to_string()),
-        (_, Ok(r)) if sources::url::WRONG_URL.contains(&r.status) => {
-            (Level::Error, format!("HTTP {}: {WRONG_URL_SAYS}", r.status))
+        (Answer::Ready, ..) => match &read.summary {
+            Some(summary) => say.say(Level::Ok, format_args!("{what}: ready ({summary})")),
+            None => say.say(Level::Ok, format_args!("{what}: ready")),
+        },
+        (Answer::NotReady(why), ..) => say.say(Level::Ok, format_args!("{what}: not ready ({why})")),
+        (Answer::NoAnswer(why), ..) => {
+            let level = match input {
+                Input::RunFailed { .. } => Level::Error,
+                _ => Level::Warn,
+            };
+            say.say(level, format_args!("{what}: no answer ({why})"))
         }
-        (Ok(()), _) => (Level::Ok, "ready".into()),
-        (Err(why), _) => (Level::Ok, format!("not ready ({why})")),
     }
 }
 

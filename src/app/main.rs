@@ -195,8 +195,8 @@ impl Mode {
         }
         let variable = crate::app::options::CHECK
             .var()
-            .and_then(|name| std::env::var(name).ok())
-            .is_some_and(|v| crate::app::values::parse_bool(&v) == Ok(true));
+            .and_then(std::env::var_os)
+            .is_some_and(|v| v.to_str().map(crate::app::values::parse_bool) == Some(Ok(true)));
         match mode {
             Mode::Init if variable => Mode::Check { by_variable: true },
             mode => mode,
