@@ -273,9 +273,17 @@ fn files(config: &Config, findings: &mut Findings) {
 /// This check runs beside a drainit that is PID 1 (`docker exec` into a
 /// running container): the same program file.
 fn beside_drainit() -> bool {
-    let one = std::fs::read_link("/proc/1/exe");
+    let exe = |path: &std::ffi::CStr, buf: &mut [u8; 256]| {
+        // SAFETY: readlink writes at most `buf.len()` bytes into `buf`.
+        let n = unsafe { libc::readlink(path.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+        usize::try_from(n).ok()
+    };
+    let (mut one, mut me) = ([0u8; 256], [0u8; 256]);
+    let pid1 = exe(c"/proc/1/exe", &mut one);
     std::process::id() != 1
-        && one.is_ok_and(|one| std::fs::read_link("/proc/self/exe").ok() == Some(one))
+        && pid1.is_some()
+        && pid1 == exe(c"/proc/self/exe", &mut me)
+        && one == me
 }
 
 impl Check<'_> {
@@ -360,16 +368,15 @@ impl Check<'_> {
             out.killed = Some(at.saturating_duration_since(out.first));
             self.executor.execute(Action::KillRun(out.token));
         }
-        let mut queue = std::mem::take(&mut self.queue);
-        queue.retain(|&(ask, at, first)| {
+        let mut i = 0;
+        while let Some(&(ask, at, first)) = self.queue.get(i) {
             if self.out.len() >= MAX_POLLS || at > now || now >= self.end {
-                return true;
+                i += 1;
+                continue;
             }
+            self.queue.remove(i);
             self.start(ask, now, first.unwrap_or(now));
-            false
-        });
-        queue.append(&mut self.queue);
-        self.queue = queue;
+        }
     }
 
     /// Asks `ask` once.
@@ -452,11 +459,15 @@ impl Check<'_> {
     /// out a moment later too.
     fn past_bound(&mut self, now: Instant) {
         let late = now >= self.end + LATE;
-        let mut asks: Vec<usize> = self.queue.drain(..).map(|q| q.0).collect();
-        if late {
-            asks.extend(self.out.drain(..).map(|o| o.ask));
-        }
-        for ask in asks {
+        loop {
+            let ask = match self.queue.pop() {
+                Some(queued) => queued.0,
+                None if late => match self.out.pop() {
+                    Some(out) => out.ask,
+                    None => return,
+                },
+                None => return,
+            };
             let what = self.what(ask);
             let secs = BOUND.as_secs();
             let text = format_args!("{what}: no answer within the check's bound ({secs} s)");
