@@ -27,11 +27,11 @@ use crate::core::outcome::Ended;
 use crate::core::rules::time_left;
 use crate::core::settings::{Config, Notice};
 use crate::core::sources::url::WRONG_URL;
-use crate::core::sources::{self, AnyKind, Count, How, Reply, MAX_POLLS, WRONG_URL_SAYS};
+use crate::core::sources::{self, AnyKind, How, Reply, MAX_POLLS, WRONG_URL_SAYS};
 use crate::io::threads::{self, Inbox, Outbox};
 use crate::io::{reaper, signals};
 use crate::proto::exchange::Request;
-use crate::proto::http::{parse_url, Failure, Kind, Response};
+use crate::proto::http::{parse_url, Kind, Response};
 use crate::shell::executor::Executor;
 use crate::shell::lanes;
 use crate::util::text::escape;
@@ -162,10 +162,6 @@ struct Check<'a> {
 pub fn run(config: &Config, by_variable: bool) -> bool {
     let now = Instant::now();
     let mut findings = Findings::default();
-    findings.say(
-        Level::Ok,
-        format_args!("the options and variables are valid"),
-    );
     for notice in &config.notices {
         match notice {
             Notice::Info(text) => findings.say(Level::Info, format_args!("{text}")),
@@ -214,7 +210,7 @@ pub fn run(config: &Config, by_variable: bool) -> bool {
 /// start it.
 fn program(config: &Config, findings: &mut Findings) {
     if config.program.is_empty() {
-        return findings.say(Level::Info, format_args!("no PROGRAM given: not checked"));
+        return;
     }
     let name = config.program.to_string_lossy();
     let path = std::env::var("PATH").ok();
@@ -418,13 +414,8 @@ impl Check<'_> {
                     let result = result.map(|()| Response::default());
                     outbox.send(Input::Http { token, result });
                 });
-                if let Err(e) = lanes::pool(Lane::Poll).submit(job) {
-                    let detail = format!("cannot start a thread: {e}");
-                    let result = Err(Failure::new(Kind::Internal, &detail));
-                    self.executor
-                        .answers
-                        .push_back(Input::Http { token, result });
-                }
+                // No thread for it: no answer, said at the bound.
+                let _ = lanes::pool(Lane::Poll).submit(job);
                 Action::Exit
             }
         };
@@ -455,22 +446,18 @@ impl Check<'_> {
         }
     }
 
-    /// Past the bound: what never got a slot is said so, and what is still
-    /// out a moment later too.
+    /// Past the bound: the asks that never got a slot, and a moment later
+    /// those still out, are said in one line.
     fn past_bound(&mut self, now: Instant) {
-        let late = now >= self.end + LATE;
-        loop {
-            let ask = match self.queue.pop() {
-                Some(queued) => queued.0,
-                None if late => match self.out.pop() {
-                    Some(out) => out.ask,
-                    None => return,
-                },
-                None => return,
-            };
-            let what = self.what(ask);
+        let mut n = self.queue.len();
+        self.queue.clear();
+        if now >= self.end + LATE {
+            n += self.out.len();
+            self.out.clear();
+        }
+        if n > 0 {
             let secs = BOUND.as_secs();
-            let text = format_args!("{what}: no answer within the check's bound ({secs} s)");
+            let text = format_args!("{n} asks got no answer within the check's bound ({secs} s)");
             self.findings.say(Level::Warn, text);
         }
     }
@@ -528,10 +515,6 @@ impl Check<'_> {
                     _ => Reply::Run(Err(()), None),
                 };
                 let read = self.kinds[*k].read(reply);
-                if let Some((pointer, Count::Bad(why))) = &read.count {
-                    let text = format_args!("{what}: --drain-count-field {pointer}: {why}");
-                    say.say(Level::Warn, text);
-                }
                 source(say, &what, &read, &input)
             }
             (Ask::Host(..), Some(Err(f))) if f.kind == Kind::Resolve => {

@@ -250,9 +250,8 @@ declare! {
     };
     CHECK = Opt {
         long: "check",
-        help: "Check the configuration, starting no program: options, variables, the program, \
-               hosts, one ask of each drain source, the pod with --k8s-protect, within 15 s; a \
-               line per finding on stdout, a summary last; exit 1 on an error",
+        help: "Check the configuration and exit (1 on an error), starting no program: each \
+               source asked once, within 15 s; findings on stdout, a summary last",
         ..FLAG
     };
     VERSION = Opt {
