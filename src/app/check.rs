@@ -213,11 +213,12 @@ fn program(config: &Config, findings: &mut Findings) {
         return;
     }
     let name = config.program.to_string_lossy();
-    let path = std::env::var("PATH").ok();
+    let path = std::env::var_os("PATH");
+    let path = path.as_deref().and_then(std::ffi::OsStr::to_str);
     // Quoted whole, as one word: the program's name is not split.
     let quoted = format!("'{}'", name.replace('\'', r"'\''"));
     let shown = escape(&name, 200);
-    match crate::io::commands::parse_command(&quoted, path.as_deref()) {
+    match crate::io::commands::parse_command(&quoted, path) {
         Ok(cmd) => findings.say(
             Level::Ok,
             format_args!("program {shown}: {}", cmd.program.display()),
