@@ -396,6 +396,19 @@ mod k8s {
     }
 
     #[test]
+    fn a_pod_busy_already_gets_the_busy_patch_as_a_dry_run_too() {
+        let busy = r#"{"controller.kubernetes.io/pod-deletion-cost":"1000","cluster-autoscaler.kubernetes.io/safe-to-evict":"false","karpenter.sh/do-not-disrupt":"true"}"#;
+        let Some((api, c)) = in_pod(&["--annotations", busy], POD) else {
+            return;
+        };
+        assert_eq!(c.code, 0, "{:#?}", c.lines);
+        assert_eq!(methods(&api), ["GET", "PATCH"], "{:#?}", c.lines);
+        assert_eq!(api.requests()[1]["query"], "dryRun=All");
+        let held: serde_json::Value = serde_json::from_str(busy).unwrap();
+        assert_eq!(api.pod()["metadata"]["annotations"], held);
+    }
+
+    #[test]
     fn missing_rbac_is_an_error_and_nothing_is_patched() {
         let Some((api, c)) = in_pod(&["--statuses", "403"], POD) else {
             return;

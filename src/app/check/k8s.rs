@@ -1,10 +1,10 @@
-//! `--check` with `--k8s-protect`: the pod's read as a run makes it (the
-//! core's own request and reading, `core::protect::k8s`), then the busy
-//! patch a run would send (`proto::k8s::patch_body`) as a merge patch with
-//! `dryRun=All`, which goes through RBAC and admission and changes
-//! nothing; both through the shell's Kubernetes client. And the deadline
-//! a run in this pod would use, and why (`deadline`, the one place that
-//! says it).
+//! `--check` with `--k8s-protect`: the pod's read as a run makes it, then
+//! the busy patch a run would send after that read, both the core's own
+//! requests and readings (`core::protect::k8s`); the patch goes as a merge
+//! patch with `dryRun=All`, which goes through RBAC and admission and
+//! changes nothing. Both through the shell's Kubernetes client. And the
+//! deadline a run in this pod would use, and why (`deadline`, the one
+//! place that says it).
 
 use std::time::{Duration, Instant};
 
@@ -45,18 +45,26 @@ impl Pod {
         })
     }
 
-    /// The request of `step`.
+    /// The request of `step`: the read a run's start sends; the patch a
+    /// busy answer would send after that read (the core's own, so every
+    /// key it writes is in it), as a dry run. A pod that holds the busy
+    /// values already would get no patch: the plain busy patch is sent.
     pub fn request(&mut self, config: &Config, step: Step) -> Request {
         let pod = |method| Request::new(Endpoint::K8sPod, method).with_auth(Auth::ServiceAccount);
-        match (step, config.k8s.as_ref()) {
-            (Step::Read, _) | (_, None) => self.protection.start().unwrap_or(pod(Method::Get)),
-            (Step::Patch, Some(k8s)) => {
+        let busy = match step {
+            Step::Read => return self.protection.start().unwrap_or(pod(Method::Get)),
+            Step::Patch => self.protection.request(true, Instant::now()),
+        };
+        let mut patch = match (busy, config.k8s.as_ref()) {
+            (Some(patch), _) if patch.method == Method::Patch => patch,
+            (_, Some(k8s)) => {
                 let body = patch_body(k8s.managed, true, k8s.cost);
-                let mut patch = pod(Method::Patch).with_body(Some(body));
-                patch.query.push(("dryRun", "All".into()));
-                patch
+                pod(Method::Patch).with_body(Some(body))
             }
-        }
+            (_, None) => pod(Method::Patch),
+        };
+        patch.query.push(("dryRun", "All".into()));
+        patch
     }
 
     /// What `step` is, as its findings name it.
