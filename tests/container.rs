@@ -794,3 +794,69 @@ fn dockerfile_example_becomes_healthy_and_drains() {
     drop(c);
     let _ = docker(&["rmi", "-f", &tag]);
 }
+
+/// `DRAINIT_CHECK=1` on an image whose `ENTRYPOINT` ends in `--` (so a
+/// `--check` after the image name would be the program): the check of the
+/// configuration the container would run with, the program never started,
+/// the summary saying why; and inside a running container, the `--serve`
+/// address the running drainit holds is no error.
+#[test]
+fn drainit_check_checks_an_image_whose_entrypoint_ends_in_dashes() {
+    if !engine_available() {
+        return;
+    }
+    let tag = unique_tag("drainit-test-check");
+    let context = Scratch::new("check-image");
+    std::fs::write(
+        context.file("Dockerfile"),
+        format!(
+            "FROM {}\n\
+             ENV DRAINIT_SERVE=127.0.0.1:9090\n\
+             ENTRYPOINT [\"/drainit\", \"--\"]\n\
+             CMD [\"/bin/touch\", \"/tmp/started\"]\n",
+            image()
+        ),
+    )
+    .unwrap();
+    build_image(&tag, &context.path, None);
+
+    let c = Container::run_with("check", &["-e", "DRAINIT_CHECK=1"], &tag, &[]);
+    let code = docker_ok(&["wait", &c.name]);
+    let logs = c.logs();
+    assert_eq!(code, "0", "{logs}");
+    let last = logs.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("ok: 0 errors")
+            && last.ends_with("the program was not started because DRAINIT_CHECK is set"),
+        "{logs}"
+    );
+    let changed = docker_ok(&["diff", &c.name]);
+    assert!(
+        !changed.contains("/tmp/started"),
+        "the program ran: {changed}"
+    );
+
+    // A running container, checked from inside.
+    let running = Container::run_with("check-exec", &[], &tag, &["/bin/sleep", "600"]);
+    running.wait_until(
+        "the listener",
+        "wget -q -O /dev/null http://127.0.0.1:9090/healthz",
+    );
+    let out = docker(&[
+        "exec",
+        "-e",
+        "DRAINIT_CHECK=1",
+        &running.name,
+        "/drainit",
+        "--",
+        "/bin/true",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains(
+            "info: --serve 127.0.0.1:9090 is in use: the drainit running as PID 1 holds it"
+        ),
+        "{stdout}"
+    );
+}

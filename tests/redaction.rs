@@ -249,10 +249,13 @@ fn check_findings_carry_no_secret() {
     assert_hides("stderr", &stderr);
     assert!(
         stdout.contains(&format!(
-            "ok: drain URL http://{}/drain?token=REDACTED",
+            "ok: drain source url http://{}/drain?token=REDACTED: ready",
             server.addr
         )),
         "{stdout}"
     );
-    assert!(stdout.contains("ok: drain command sh: exit 0"), "{stdout}");
+    assert!(
+        stdout.contains("ok: drain source exec sh: ready"),
+        "{stdout}"
+    );
 }

@@ -104,7 +104,7 @@ fn configure(name: Name) -> Result<Box<Config>, ExitCode> {
     // read.
     let usage_error = match mode {
         Mode::Init => ExitCode::from(name.usage_error_code()),
-        Mode::Probe | Mode::Check => ExitCode::FAILURE,
+        Mode::Probe | Mode::Check { .. } => ExitCode::FAILURE,
     };
     let parsed = crate::app::cli::parser().try_get_matches();
     let raw = match parsed {
@@ -147,7 +147,8 @@ fn configure(name: Name) -> Result<Box<Config>, ExitCode> {
         }
         Ok(Request::Check(mut config)) => {
             note_unknown_variables(&mut config);
-            let passed = std::panic::catch_unwind(|| crate::app::check::run(&config));
+            let by_variable = matches!(mode, Mode::Check { by_variable: true });
+            let passed = std::panic::catch_unwind(|| crate::app::check::run(&config, by_variable));
             Err(client_exit(matches!(passed, Ok(true))))
         }
         Err(e) => {
@@ -172,12 +173,16 @@ enum Mode {
     Init,
     /// `--probe`: a usage error is an unhealthy result.
     Probe,
-    /// `--check`: a usage error is the check's finding.
-    Check,
+    /// `--check`, or `DRAINIT_CHECK` (`by_variable`): a usage error is
+    /// the check's finding.
+    Check {
+        by_variable: bool,
+    },
 }
 
 impl Mode {
-    /// From drainit's own options (what follows `--` is the child's).
+    /// From drainit's own options (what follows `--` is the child's), and
+    /// `DRAINIT_CHECK` read as the configuration reads it.
     fn of_args() -> Mode {
         let mut mode = Mode::Init;
         for arg in std::env::args_os().take_while(|a| a != "--") {
@@ -185,10 +190,17 @@ impl Mode {
                 return Mode::Probe;
             }
             if arg == "--check" {
-                mode = Mode::Check;
+                mode = Mode::Check { by_variable: false };
             }
         }
-        mode
+        let variable = crate::app::options::CHECK
+            .var()
+            .and_then(std::env::var_os)
+            .is_some_and(|v| v.to_str().map(crate::app::values::parse_bool) == Some(Ok(true)));
+        match mode {
+            Mode::Init if variable => Mode::Check { by_variable: true },
+            mode => mode,
+        }
     }
 }
 
@@ -277,9 +289,10 @@ fn say_usage_error(line: &str, mode: Mode) {
     match mode {
         Mode::Init => say_early(line),
         Mode::Probe => print_quietly(&format!("unhealthy: {line}\n"), false),
-        Mode::Check => {
+        Mode::Check { by_variable } => {
             let finding = line.strip_prefix("drainit: ").unwrap_or(line);
-            print_quietly(&format!("error: {finding}\n"), false)
+            let summary = crate::app::check::summary(1, 0, by_variable);
+            print_quietly(&format!("error: {finding}\n{summary}"), false)
         }
     }
 }

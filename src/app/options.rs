@@ -250,10 +250,8 @@ declare! {
     };
     CHECK = Opt {
         long: "check",
-        var: false,
-        help: "Check the configuration and exit 0 or 1, starting no program: every option and \
-               variable, the program if given, every host, and one ask of each drain source; \
-               one line per finding on stdout",
+        help: "Check the configuration and exit (1 on an error), starting no program: each \
+               source asked once, within 15 s; findings on stdout, a summary last",
         ..FLAG
     };
     VERSION = Opt {

@@ -120,8 +120,7 @@ impl Failure {
         }
     }
 
-    /// The kind's name, for text. Decisions compare `kind`, the enum;
-    /// `app::check` (rewritten by the preflight issue) still reads this.
+    /// The kind's name, for text only: decisions compare `kind`, the enum.
     pub fn kind(&self) -> &'static str {
         self.kind.as_str()
     }

@@ -668,10 +668,15 @@ impl<'de> Visitor<'de> for Walk<'_> {
                     pod,
                     at: At::Annotations,
                 })?,
-                (At::Metadata, Some(1)) => pod.resource_version = m.next_value_seed(Text(VALUE_LIMIT))?,
+                (At::Metadata, Some(1)) => {
+                    pod.resource_version = m.next_value_seed(Text(VALUE_LIMIT))?
+                }
                 (At::Metadata, Some(2)) => pod.uid = m.next_value_seed(Text(VALUE_LIMIT))?,
                 (At::Metadata, Some(3)) => {
-                    pod.deletion = m.next_value_seed(Text(VALUE_LIMIT))?.as_deref().and_then(parse_time)
+                    pod.deletion = m
+                        .next_value_seed(Text(VALUE_LIMIT))?
+                        .as_deref()
+                        .and_then(parse_time)
                 }
                 (At::Metadata, Some(_)) => {
                     if let Some(Ok(seconds)) = m.next_value_seed(Period)? {
@@ -686,9 +691,10 @@ impl<'de> Visitor<'de> for Walk<'_> {
                 },
                 (At::Spec, Some(i)) => m.next_value_seed(Containers { pod, init: i == 2 })?,
                 (At::Container, Some(0)) => {
-                    if let (Some(c), Some(name)) =
-                        (pod.containers.last_mut(), m.next_value_seed(Text(VALUE_LIMIT))?)
-                    {
+                    if let (Some(c), Some(name)) = (
+                        pod.containers.last_mut(),
+                        m.next_value_seed(Text(VALUE_LIMIT))?,
+                    ) {
                         c.name = name;
                     }
                 }

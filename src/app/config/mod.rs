@@ -84,9 +84,10 @@ impl Config {
             }
             return health::probe(&Env::new(env, raw), &url).map(Request::Probe);
         }
-        // `--check` needs no program: it runs none.
-        let check = raw.flag(&options::CHECK);
+        // `--check` (or `DRAINIT_CHECK`) needs no program: it runs none.
         let mut command = std::mem::take(&mut raw.command).into_iter();
+        let env = Env::new(env, raw);
+        let check = env.flag(&options::CHECK)?;
         let program = match command.next().filter(|p| p != OsStr::new("")) {
             Some(program) => program,
             None if check => OsString::new(),
@@ -97,7 +98,7 @@ impl Config {
                 ))
             }
         };
-        let config = Config::from_env(&Env::new(env, raw), name, program, command.collect())?;
+        let config = Config::from_env(&env, name, program, command.collect())?;
         Ok(match check {
             true => Request::Check(Box::new(config)),
             false => Request::Run(Box::new(config)),

@@ -45,7 +45,7 @@ pub const MAX_POLLS: usize = 8;
 pub const STARTUP_WINDOW: Duration = Duration::from_secs(30);
 
 /// What a 401, 403, 404 or 405 from a drain URL says.
-const WRONG_URL_SAYS: &str =
+pub const WRONG_URL_SAYS: &str =
     "the URL looks wrong (check its path, port and method: drainit sends GET)";
 
 /// Task protection over several sources: see `core::protect`.
@@ -178,6 +178,9 @@ pub struct Read {
     pub failure: Option<(HttpKind, String)>,
     /// A status that says the URL itself looks wrong (401, 403, 404, 405).
     pub wrong_url: Option<u16>,
+    /// The answer can never say ready (a JSON body without the boolean,
+    /// or one that does not parse): what `--check` calls a mistake.
+    pub never_ready: bool,
 }
 
 impl Read {
@@ -188,6 +191,7 @@ impl Read {
             count: None,
             failure: None,
             wrong_url: None,
+            never_ready: false,
         }
     }
 }

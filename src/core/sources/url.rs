@@ -113,12 +113,17 @@ impl Kind for Url {
             );
             (f.kind, message)
         });
+        let never_ready = reading
+            .problem
+            .as_ref()
+            .is_some_and(|(kind, _)| kind == "bad_json" || kind == "no_boolean");
         Read {
             answer,
             summary: Some(summary),
             count: count.map(|(pointer, c)| (pointer.to_string(), c)),
             failure,
             wrong_url,
+            never_ready,
         }
     }
 }
