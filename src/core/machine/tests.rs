@@ -688,360 +688,367 @@ fn notes_count_what_the_reader_folded_and_the_fallback_only_counts() {
     assert_eq!(n.status.as_deref(), Some("busy"));
 }
 
-/// `--k8s-protect` with a drain URL, the default grace of 25 s.
-fn k8s_config() -> Config {
-    let mut config = config();
-    config.drain_urls = vec!["http://app/drain".into()];
-    config.timeline.grace = Some(ms(25_000));
-    config.grace_max = Some(ms(25_000));
-    config.k8s = Some(crate::core::settings::K8sConfig {
-        host: "10.96.0.1".parse().unwrap(),
-        port: 443,
-        namespace: "jobs".into(),
-        pod: "worker-1".into(),
-        container: None,
-        interval: ms(1_000),
-        cost: 1000,
-        managed: crate::proto::k8s::Managed::ALL,
-        idle_safe_to_evict: false,
-        grace_given: false,
-        grace_max_given: false,
-    });
-    config
-}
+/// The Kubernetes back-end's part in the run: only with the `k8s`
+/// feature, which builds it.
+#[cfg(feature = "k8s")]
+mod k8s {
+    use super::*;
 
-/// The pod's read at start, answered at `at` with a grace period of 60 s.
-fn pod_read(m: &mut Machine<'_>, at: Instant) {
-    let read = sends(&actions(m));
-    let (token, _) = read
-        .iter()
-        .find(|(_, url)| url == "k8s:pod")
-        .cloned()
-        .expect("the pod's read at start");
-    let pod = r#"{"metadata":{},"spec":{"terminationGracePeriodSeconds":60}}"#;
-    m.handle(
-        at,
-        Input::Http {
-            token,
-            result: json(pod),
-        },
-    );
-}
+    /// `--k8s-protect` with a drain URL, the default grace of 25 s.
+    fn k8s_config() -> Config {
+        let mut config = config();
+        config.drain_urls = vec!["http://app/drain".into()];
+        config.timeline.grace = Some(ms(25_000));
+        config.grace_max = Some(ms(25_000));
+        config.k8s = Some(crate::core::settings::K8sConfig {
+            host: "10.96.0.1".parse().unwrap(),
+            port: 443,
+            namespace: "jobs".into(),
+            pod: "worker-1".into(),
+            container: None,
+            interval: ms(1_000),
+            cost: 1000,
+            managed: crate::proto::k8s::Managed::ALL,
+            idle_safe_to_evict: false,
+            grace_given: false,
+            grace_max_given: false,
+        });
+        config
+    }
 
-#[test]
-fn the_pods_grace_sets_the_deadline() {
-    let config = k8s_config();
-    let mut m = Machine::new(&config, CHILD, true, t(0));
-    pod_read(&mut m, t(100));
-    assert_eq!(m.summary().platform_words.unwrap().1["grace_from"], "pod");
-    m.handle(t(1_000), Input::Signal(TERM));
-    assert_eq!(m.deadline(), Some(t(1_000) + ms(54_000)), "60 s less 6 s");
-}
-
-#[test]
-fn a_stop_under_way_keeps_its_deadline_when_the_pod_answers_late() {
-    let config = k8s_config();
-    let mut m = Machine::new(&config, CHILD, true, t(0));
-    m.handle(t(50), Input::Signal(TERM));
-    pod_read(&mut m, t(100));
-    assert_eq!(m.deadline(), Some(t(50) + ms(25_000)));
-    assert_eq!(
-        m.summary().platform_words.unwrap().1["grace_from"],
-        "default"
-    );
-    // Nothing is written during the stop, whatever the app says.
-    m.handle(t(2_000), Input::Timeout);
-    let sent = sends(&actions(&mut m));
-    assert!(sent.iter().all(|(_, url)| url != "k8s:pod"), "{sent:?}");
-}
-
-/// A k8s-protected run whose app said busy and whose pod took busy's
-/// annotations, by `t(300)`.
-fn protected(m: &mut Machine<'_>) {
-    pod_read(m, t(100));
-    let poll = sends(&actions(m));
-    let (token, _) = poll
-        .iter()
-        .find(|(_, url)| url == "http://app/drain")
-        .cloned()
-        .expect("protection's poll");
-    m.handle(
-        t(200),
-        Input::Http {
-            token,
-            result: json(BUSY),
-        },
-    );
-    let patch = sends(&actions(m));
-    let (token, _) = patch
-        .iter()
-        .find(|(_, url)| url == "k8s:pod")
-        .cloned()
-        .expect("busy's patch");
-    m.handle(
-        t(300),
-        Input::Http {
-            token,
-            result: json("{}"),
-        },
-    );
-    assert!(m.status().protection.unwrap().protected);
-}
-
-/// The crash's idle patch among `actions`: its token and timeout.
-fn crash_patch(actions: &[Action]) -> (Token, Duration) {
-    actions
-        .iter()
-        .find_map(|a| match a {
-            Action::Send {
+    /// The pod's read at start, answered at `at` with a grace period of 60 s.
+    fn pod_read(m: &mut Machine<'_>, at: Instant) {
+        let read = sends(&actions(m));
+        let (token, _) = read
+            .iter()
+            .find(|(_, url)| url == "k8s:pod")
+            .cloned()
+            .expect("the pod's read at start");
+        let pod = r#"{"metadata":{},"spec":{"terminationGracePeriodSeconds":60}}"#;
+        m.handle(
+            at,
+            Input::Http {
                 token,
-                request,
-                timeout,
-                ..
-            } if request.method == Method::Patch => Some((*token, *timeout)),
-            _ => None,
-        })
-        .expect("the crash's idle patch")
-}
+                result: json(pod),
+            },
+        );
+    }
 
-#[test]
-fn a_crash_while_protected_takes_protection_off_before_the_exit() {
-    let config = k8s_config();
-    let mut m = Machine::new(&config, CHILD, true, t(0));
-    protected(&mut m);
-    m.handle(t(1_000), Input::ChildExited(Ended::Exited(3)));
-    let out = actions(&mut m);
-    let (token, timeout) = crash_patch(&out);
-    assert_eq!(timeout, crate::core::protect::CRASH_BOUND);
-    assert!(!out.contains(&Action::Exit), "the exit waits for it");
-    assert_eq!(m.outcome(), None);
-    assert_eq!(m.poll_timeout(), Some(t(2_500)));
-    m.handle(
-        t(1_200),
-        Input::Http {
-            token,
-            result: json("{}"),
-        },
-    );
-    assert!(actions(&mut m).contains(&Action::Exit));
-    assert_eq!(m.outcome(), Some(Outcome::Exited(3)), "the child's code");
-    assert!(!m.status().protection.unwrap().protected);
-}
+    #[test]
+    fn the_pods_grace_sets_the_deadline() {
+        let config = k8s_config();
+        let mut m = Machine::new(&config, CHILD, true, t(0));
+        pod_read(&mut m, t(100));
+        assert_eq!(m.summary().platform_words.unwrap().1["grace_from"], "pod");
+        m.handle(t(1_000), Input::Signal(TERM));
+        assert_eq!(m.deadline(), Some(t(1_000) + ms(54_000)), "60 s less 6 s");
+    }
 
-#[test]
-fn a_crash_patch_without_an_answer_holds_the_exit_at_most_its_bound() {
-    let config = k8s_config();
-    let mut m = Machine::new(&config, CHILD, true, t(0));
-    protected(&mut m);
-    m.handle(t(1_000), Input::ChildExited(Ended::Signaled(libc::SIGSEGV)));
-    let (token, _) = crash_patch(&actions(&mut m));
-    m.handle(t(2_499), Input::Timeout);
-    assert_eq!(m.outcome(), None);
-    m.handle(t(2_500), Input::Timeout);
-    assert!(actions(&mut m).contains(&Action::Exit));
-    assert_eq!(m.outcome(), Some(Outcome::Signaled(libc::SIGSEGV)));
-    // Its answer after the bound changes nothing.
-    m.handle(
-        t(3_000),
-        Input::Http {
-            token,
-            result: json("{}"),
-        },
-    );
-    assert_eq!(m.outcome(), Some(Outcome::Signaled(libc::SIGSEGV)));
-}
+    #[test]
+    fn a_stop_under_way_keeps_its_deadline_when_the_pod_answers_late() {
+        let config = k8s_config();
+        let mut m = Machine::new(&config, CHILD, true, t(0));
+        m.handle(t(50), Input::Signal(TERM));
+        pod_read(&mut m, t(100));
+        assert_eq!(m.deadline(), Some(t(50) + ms(25_000)));
+        assert_eq!(
+            m.summary().platform_words.unwrap().1["grace_from"],
+            "default"
+        );
+        // Nothing is written during the stop, whatever the app says.
+        m.handle(t(2_000), Input::Timeout);
+        let sent = sends(&actions(&mut m));
+        assert!(sent.iter().all(|(_, url)| url != "k8s:pod"), "{sent:?}");
+    }
 
-#[test]
-fn no_crash_patch_after_a_stop_or_when_idle() {
-    let config = k8s_config();
-    // A stop under way: protection ended with it, the exit is at once.
-    let mut m = Machine::new(&config, CHILD, true, t(0));
-    protected(&mut m);
-    m.handle(t(1_000), Input::Signal(TERM));
-    actions(&mut m);
-    m.handle(t(1_500), Input::ChildExited(Ended::Exited(0)));
-    let out = actions(&mut m);
-    assert!(sends(&out).is_empty(), "{out:?}");
-    assert!(out.contains(&Action::Exit));
-    // Never protected: nothing to take off.
-    let mut m = Machine::new(&config, CHILD, true, t(0));
-    pod_read(&mut m, t(100));
-    actions(&mut m);
-    m.handle(t(1_000), Input::ChildExited(Ended::Exited(1)));
-    let out = actions(&mut m);
-    assert!(sends(&out).is_empty(), "{out:?}");
-    assert_eq!(m.outcome(), Some(Outcome::Exited(1)));
-}
+    /// A k8s-protected run whose app said busy and whose pod took busy's
+    /// annotations, by `t(300)`.
+    fn protected(m: &mut Machine<'_>) {
+        pod_read(m, t(100));
+        let poll = sends(&actions(m));
+        let (token, _) = poll
+            .iter()
+            .find(|(_, url)| url == "http://app/drain")
+            .cloned()
+            .expect("protection's poll");
+        m.handle(
+            t(200),
+            Input::Http {
+                token,
+                result: json(BUSY),
+            },
+        );
+        let patch = sends(&actions(m));
+        let (token, _) = patch
+            .iter()
+            .find(|(_, url)| url == "k8s:pod")
+            .cloned()
+            .expect("busy's patch");
+        m.handle(
+            t(300),
+            Input::Http {
+                token,
+                result: json("{}"),
+            },
+        );
+        assert!(m.status().protection.unwrap().protected);
+    }
 
-#[test]
-fn a_crash_before_the_pods_read_answers_waits_for_it() {
-    // A restart while busy: the pod holds busy's values and drainit's
-    // record from the earlier run, and the app crashes again at once.
-    let config = k8s_config();
-    let mut m = Machine::new(&config, CHILD, true, t(0));
-    let (read, _) = sends(&actions(&mut m))
-        .into_iter()
-        .find(|(_, url)| url == "k8s:pod")
-        .unwrap();
-    m.handle(t(10), Input::ChildExited(Ended::Exited(1)));
-    assert!(
-        !actions(&mut m).contains(&Action::Exit),
-        "waits for the read"
-    );
-    let pod = r#"{"metadata":{"annotations":{"controller.kubernetes.io/pod-deletion-cost":"1000","cluster-autoscaler.kubernetes.io/safe-to-evict":"false","karpenter.sh/do-not-disrupt":"true","drainit.dev/template-annotations":"{}"}}}"#;
-    m.handle(
-        t(300),
-        Input::Http {
-            token: read,
-            result: json(pod),
-        },
-    );
-    let out = actions(&mut m);
-    let (token, timeout) = crash_patch(&out);
-    assert_eq!(timeout, ms(1_210), "what is left of the bound");
-    assert!(!out.contains(&Action::Exit));
-    m.handle(
-        t(400),
-        Input::Http {
-            token,
-            result: json("{}"),
-        },
-    );
-    assert!(actions(&mut m).contains(&Action::Exit));
-    assert_eq!(m.outcome(), Some(Outcome::Exited(1)));
-    // A read that never answers holds the exit no longer than the bound.
-    let mut m = Machine::new(&config, CHILD, true, t(0));
-    actions(&mut m);
-    m.handle(t(10), Input::ChildExited(Ended::Exited(1)));
-    m.handle(t(1_509), Input::Timeout);
-    assert_eq!(m.outcome(), None);
-    m.handle(t(1_510), Input::Timeout);
-    assert_eq!(m.outcome(), Some(Outcome::Exited(1)));
-}
+    /// The crash's idle patch among `actions`: its token and timeout.
+    fn crash_patch(actions: &[Action]) -> (Token, Duration) {
+        actions
+            .iter()
+            .find_map(|a| match a {
+                Action::Send {
+                    token,
+                    request,
+                    timeout,
+                    ..
+                } if request.method == Method::Patch => Some((*token, *timeout)),
+                _ => None,
+            })
+            .expect("the crash's idle patch")
+    }
 
-/// The read at the stop among `actions`: its token, after the stop
-/// signal's forward.
-fn stop_read(actions: &[Action]) -> Token {
-    let forward = actions
-        .iter()
-        .position(|a| matches!(a, Action::Forward { .. }));
-    let (at, token) = actions
-        .iter()
-        .enumerate()
-        .find_map(|(i, a)| match a {
-            Action::Send { token, request, .. }
-                if request.endpoint == Endpoint::K8sPod
-                    && request.query == [("resourceVersion", "0".to_string())] =>
-            {
-                Some((i, *token))
-            }
-            _ => None,
-        })
-        .expect("the read at the stop");
-    assert!(forward.is_some_and(|f| f < at), "the stop signal first");
-    token
-}
+    #[test]
+    fn a_crash_while_protected_takes_protection_off_before_the_exit() {
+        let config = k8s_config();
+        let mut m = Machine::new(&config, CHILD, true, t(0));
+        protected(&mut m);
+        m.handle(t(1_000), Input::ChildExited(Ended::Exited(3)));
+        let out = actions(&mut m);
+        let (token, timeout) = crash_patch(&out);
+        assert_eq!(timeout, crate::core::protect::CRASH_BOUND);
+        assert!(!out.contains(&Action::Exit), "the exit waits for it");
+        assert_eq!(m.outcome(), None);
+        assert_eq!(m.poll_timeout(), Some(t(2_500)));
+        m.handle(
+            t(1_200),
+            Input::Http {
+                token,
+                result: json("{}"),
+            },
+        );
+        assert!(actions(&mut m).contains(&Action::Exit));
+        assert_eq!(m.outcome(), Some(Outcome::Exited(3)), "the child's code");
+        assert!(!m.status().protection.unwrap().protected);
+    }
 
-/// A pod answer dated `date` (the API server's clock), being deleted at
-/// `stamp` with a grace period of `period`.
-fn deleted(
-    uid: &str,
-    date: (u64, u64, u64),
-    stamp: &str,
-    period: u64,
-) -> Result<Response, Failure> {
-    let mut answer = json(&format!(
+    #[test]
+    fn a_crash_patch_without_an_answer_holds_the_exit_at_most_its_bound() {
+        let config = k8s_config();
+        let mut m = Machine::new(&config, CHILD, true, t(0));
+        protected(&mut m);
+        m.handle(t(1_000), Input::ChildExited(Ended::Signaled(libc::SIGSEGV)));
+        let (token, _) = crash_patch(&actions(&mut m));
+        m.handle(t(2_499), Input::Timeout);
+        assert_eq!(m.outcome(), None);
+        m.handle(t(2_500), Input::Timeout);
+        assert!(actions(&mut m).contains(&Action::Exit));
+        assert_eq!(m.outcome(), Some(Outcome::Signaled(libc::SIGSEGV)));
+        // Its answer after the bound changes nothing.
+        m.handle(
+            t(3_000),
+            Input::Http {
+                token,
+                result: json("{}"),
+            },
+        );
+        assert_eq!(m.outcome(), Some(Outcome::Signaled(libc::SIGSEGV)));
+    }
+
+    #[test]
+    fn no_crash_patch_after_a_stop_or_when_idle() {
+        let config = k8s_config();
+        // A stop under way: protection ended with it, the exit is at once.
+        let mut m = Machine::new(&config, CHILD, true, t(0));
+        protected(&mut m);
+        m.handle(t(1_000), Input::Signal(TERM));
+        actions(&mut m);
+        m.handle(t(1_500), Input::ChildExited(Ended::Exited(0)));
+        let out = actions(&mut m);
+        assert!(sends(&out).is_empty(), "{out:?}");
+        assert!(out.contains(&Action::Exit));
+        // Never protected: nothing to take off.
+        let mut m = Machine::new(&config, CHILD, true, t(0));
+        pod_read(&mut m, t(100));
+        actions(&mut m);
+        m.handle(t(1_000), Input::ChildExited(Ended::Exited(1)));
+        let out = actions(&mut m);
+        assert!(sends(&out).is_empty(), "{out:?}");
+        assert_eq!(m.outcome(), Some(Outcome::Exited(1)));
+    }
+
+    #[test]
+    fn a_crash_before_the_pods_read_answers_waits_for_it() {
+        // A restart while busy: the pod holds busy's values and drainit's
+        // record from the earlier run, and the app crashes again at once.
+        let config = k8s_config();
+        let mut m = Machine::new(&config, CHILD, true, t(0));
+        let (read, _) = sends(&actions(&mut m))
+            .into_iter()
+            .find(|(_, url)| url == "k8s:pod")
+            .unwrap();
+        m.handle(t(10), Input::ChildExited(Ended::Exited(1)));
+        assert!(
+            !actions(&mut m).contains(&Action::Exit),
+            "waits for the read"
+        );
+        let pod = r#"{"metadata":{"annotations":{"controller.kubernetes.io/pod-deletion-cost":"1000","cluster-autoscaler.kubernetes.io/safe-to-evict":"false","karpenter.sh/do-not-disrupt":"true","drainit.dev/template-annotations":"{}"}}}"#;
+        m.handle(
+            t(300),
+            Input::Http {
+                token: read,
+                result: json(pod),
+            },
+        );
+        let out = actions(&mut m);
+        let (token, timeout) = crash_patch(&out);
+        assert_eq!(timeout, ms(1_210), "what is left of the bound");
+        assert!(!out.contains(&Action::Exit));
+        m.handle(
+            t(400),
+            Input::Http {
+                token,
+                result: json("{}"),
+            },
+        );
+        assert!(actions(&mut m).contains(&Action::Exit));
+        assert_eq!(m.outcome(), Some(Outcome::Exited(1)));
+        // A read that never answers holds the exit no longer than the bound.
+        let mut m = Machine::new(&config, CHILD, true, t(0));
+        actions(&mut m);
+        m.handle(t(10), Input::ChildExited(Ended::Exited(1)));
+        m.handle(t(1_509), Input::Timeout);
+        assert_eq!(m.outcome(), None);
+        m.handle(t(1_510), Input::Timeout);
+        assert_eq!(m.outcome(), Some(Outcome::Exited(1)));
+    }
+
+    /// The read at the stop among `actions`: its token, after the stop
+    /// signal's forward.
+    fn stop_read(actions: &[Action]) -> Token {
+        let forward = actions
+            .iter()
+            .position(|a| matches!(a, Action::Forward { .. }));
+        let (at, token) = actions
+            .iter()
+            .enumerate()
+            .find_map(|(i, a)| match a {
+                Action::Send { token, request, .. }
+                    if request.endpoint == Endpoint::K8sPod
+                        && request.query == [("resourceVersion", "0".to_string())] =>
+                {
+                    Some((i, *token))
+                }
+                _ => None,
+            })
+            .expect("the read at the stop");
+        assert!(forward.is_some_and(|f| f < at), "the stop signal first");
+        token
+    }
+
+    /// A pod answer dated `date` (the API server's clock), being deleted at
+    /// `stamp` with a grace period of `period`.
+    fn deleted(
+        uid: &str,
+        date: (u64, u64, u64),
+        stamp: &str,
+        period: u64,
+    ) -> Result<Response, Failure> {
+        let mut answer = json(&format!(
         r#"{{"metadata":{{"uid":"{uid}","deletionTimestamp":"{stamp}","deletionGracePeriodSeconds":{period}}}}}"#
     ))
     .unwrap();
-    answer.date = crate::proto::http::civil_time(2027, 1, 15, date.0, date.1, date.2);
-    Ok(answer)
-}
+        answer.date = crate::proto::http::civil_time(2027, 1, 15, date.0, date.1, date.2);
+        Ok(answer)
+    }
 
-/// `k8s_config`, the pod read at start at 100 ms (period 30 s, uid u-1).
-fn k8s_pod_read(config: &Config) -> Machine<'_> {
-    let mut m = Machine::new(config, CHILD, true, t(0));
-    let (token, _) = sends(&actions(&mut m))[0].clone();
-    let pod = r#"{"metadata":{"uid":"u-1"},"spec":{"terminationGracePeriodSeconds":30}}"#;
-    m.handle(
-        t(100),
-        Input::Http {
-            token,
-            result: json(pod),
-        },
-    );
-    m
-}
+    /// `k8s_config`, the pod read at start at 100 ms (period 30 s, uid u-1).
+    fn k8s_pod_read(config: &Config) -> Machine<'_> {
+        let mut m = Machine::new(config, CHILD, true, t(0));
+        let (token, _) = sends(&actions(&mut m))[0].clone();
+        let pod = r#"{"metadata":{"uid":"u-1"},"spec":{"terminationGracePeriodSeconds":30}}"#;
+        m.handle(
+            t(100),
+            Input::Http {
+                token,
+                result: json(pod),
+            },
+        );
+        m
+    }
 
-#[test]
-fn the_deletion_read_at_the_stop_sets_the_deadline_and_the_fallback_keeps_it() {
-    let config = k8s_config();
-    let mut m = k8s_pod_read(&config);
-    m.handle(t(1_000), Input::Signal(TERM));
-    assert_eq!(m.deadline(), Some(t(1_000) + ms(27_000)), "the pod's grace");
-    let token = stop_read(&actions(&mut m));
-    // Deleted with 10 s: the kill 10 s after the read was sent, the
-    // deadline 2 s before it.
-    let answer = deleted("u-1", (8, 0, 0), "2027-01-15T08:00:10Z", 10);
-    m.handle(
-        t(1_300),
-        Input::Http {
-            token,
-            result: answer,
-        },
-    );
-    assert_eq!(m.deadline(), Some(t(9_000)));
-    let words = m.summary().platform_words.unwrap().1;
-    assert_eq!(words["grace_from"], "deletion");
-    assert_eq!(words["deletion_grace_period_seconds"], 10);
-    assert_eq!(words["kill_ms"], 10_000);
-    assert_eq!(m.status().kill, Some(t(11_000)));
-    // After a panic of the loop, the fresh core keeps it.
-    let mut fresh = Machine::fallback(&config, &mut m, true, None, t(3_000));
-    assert_eq!(fresh.deadline(), Some(t(9_000)));
-    let owner = fresh.deadline_owner();
-    assert_eq!(owner.from().name(), "deletion");
-    assert_eq!(owner.cap(), Some(t(9_000)));
-    fresh.handle(t(9_000), Input::Timeout);
-    assert!(actions(&mut fresh).contains(&Action::KillChild));
-}
+    #[test]
+    fn the_deletion_read_at_the_stop_sets_the_deadline_and_the_fallback_keeps_it() {
+        let config = k8s_config();
+        let mut m = k8s_pod_read(&config);
+        m.handle(t(1_000), Input::Signal(TERM));
+        assert_eq!(m.deadline(), Some(t(1_000) + ms(27_000)), "the pod's grace");
+        let token = stop_read(&actions(&mut m));
+        // Deleted with 10 s: the kill 10 s after the read was sent, the
+        // deadline 2 s before it.
+        let answer = deleted("u-1", (8, 0, 0), "2027-01-15T08:00:10Z", 10);
+        m.handle(
+            t(1_300),
+            Input::Http {
+                token,
+                result: answer,
+            },
+        );
+        assert_eq!(m.deadline(), Some(t(9_000)));
+        let words = m.summary().platform_words.unwrap().1;
+        assert_eq!(words["grace_from"], "deletion");
+        assert_eq!(words["deletion_grace_period_seconds"], 10);
+        assert_eq!(words["kill_ms"], 10_000);
+        assert_eq!(m.status().kill, Some(t(11_000)));
+        // After a panic of the loop, the fresh core keeps it.
+        let mut fresh = Machine::fallback(&config, &mut m, true, None, t(3_000));
+        assert_eq!(fresh.deadline(), Some(t(9_000)));
+        let owner = fresh.deadline_owner();
+        assert_eq!(owner.from().name(), "deletion");
+        assert_eq!(owner.cap(), Some(t(9_000)));
+        fresh.handle(t(9_000), Input::Timeout);
+        assert!(actions(&mut fresh).contains(&Action::KillChild));
+    }
 
-#[test]
-fn a_force_delete_or_a_failed_read_at_the_stop() {
-    let config = k8s_config();
-    // 404 for the pod found at start: 1 s after the stop began.
-    let mut m = k8s_pod_read(&config);
-    m.handle(t(1_000), Input::Signal(TERM));
-    let token = stop_read(&actions(&mut m));
-    let gone = Ok(Response {
-        status: 404,
-        ..Response::default()
-    });
-    m.handle(
-        t(1_200),
-        Input::Http {
-            token,
-            result: gone,
-        },
-    );
-    assert_eq!(m.deadline(), Some(t(2_000)));
-    // A 500: the deadline stays, and nothing more is sent.
-    let mut m = k8s_pod_read(&config);
-    m.handle(t(1_000), Input::Signal(TERM));
-    let token = stop_read(&actions(&mut m));
-    let failed = Ok(Response {
-        status: 500,
-        ..Response::default()
-    });
-    m.handle(
-        t(1_200),
-        Input::Http {
-            token,
-            result: failed,
-        },
-    );
-    assert_eq!(m.deadline(), Some(t(28_000)));
-    m.handle(t(20_000), Input::Timeout);
-    assert!(sends(&actions(&mut m)).is_empty());
-    assert_eq!(m.summary().platform_words.unwrap().1["grace_from"], "pod");
+    #[test]
+    fn a_force_delete_or_a_failed_read_at_the_stop() {
+        let config = k8s_config();
+        // 404 for the pod found at start: 1 s after the stop began.
+        let mut m = k8s_pod_read(&config);
+        m.handle(t(1_000), Input::Signal(TERM));
+        let token = stop_read(&actions(&mut m));
+        let gone = Ok(Response {
+            status: 404,
+            ..Response::default()
+        });
+        m.handle(
+            t(1_200),
+            Input::Http {
+                token,
+                result: gone,
+            },
+        );
+        assert_eq!(m.deadline(), Some(t(2_000)));
+        // A 500: the deadline stays, and nothing more is sent.
+        let mut m = k8s_pod_read(&config);
+        m.handle(t(1_000), Input::Signal(TERM));
+        let token = stop_read(&actions(&mut m));
+        let failed = Ok(Response {
+            status: 500,
+            ..Response::default()
+        });
+        m.handle(
+            t(1_200),
+            Input::Http {
+                token,
+                result: failed,
+            },
+        );
+        assert_eq!(m.deadline(), Some(t(28_000)));
+        m.handle(t(20_000), Input::Timeout);
+        assert!(sends(&actions(&mut m)).is_empty());
+        assert_eq!(m.summary().platform_words.unwrap().1["grace_from"], "pod");
+    }
 }

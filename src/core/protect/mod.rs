@@ -20,6 +20,7 @@
 //! them at most `CRASH_BOUND`, so a crashed pod never keeps its node.
 
 pub mod ecs;
+#[cfg(feature = "k8s")]
 pub mod k8s;
 
 use std::time::{Duration, Instant};
@@ -142,7 +143,9 @@ pub struct Report {
 /// (dispatched without a vtable).
 pub enum Platform {
     Ecs(ecs::Protection),
-    /// Boxed: its pod's values make it the largest by far.
+    /// Boxed: its pod's values make it the largest by far. Only with the
+    /// `k8s` feature: without its client it could never act.
+    #[cfg(feature = "k8s")]
     K8s(Box<k8s::Protection>),
     /// A back-end for the unit tests of this file.
     #[cfg(test)]
@@ -155,6 +158,7 @@ macro_rules! each {
     ($platform:expr, $b:ident => $body:expr) => {
         match $platform {
             Platform::Ecs($b) => $body,
+            #[cfg(feature = "k8s")]
             Platform::K8s($b) => $body,
             #[cfg(test)]
             Platform::Test($b) => $body,
@@ -165,9 +169,10 @@ macro_rules! each {
 /// The run's protection back-end, if any platform asks for one: one line
 /// per platform.
 fn backends(config: &Config) -> Option<Platform> {
-    ecs::from_config(config)
-        .map(Platform::Ecs)
-        .or_else(|| k8s::from_config(config).map(|p| Platform::K8s(Box::new(p))))
+    let ecs = ecs::from_config(config).map(Platform::Ecs);
+    #[cfg(feature = "k8s")]
+    let ecs = ecs.or_else(|| k8s::from_config(config).map(|p| Platform::K8s(Box::new(p))));
+    ecs
 }
 
 /// Protection runs: a platform's back-end is configured (the shell starts
