@@ -175,7 +175,7 @@ pub fn civil_time(year: u64, month: u64, day: u64, h: u64, m: u64, s: u64) -> Op
     }
     // Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
     let (y, mo) = if month <= 2 {
-        (year - 1, month + 9)
+        (year.checked_sub(1)?, month + 9)
     } else {
         (year, month - 3)
     };

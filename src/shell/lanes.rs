@@ -11,11 +11,13 @@ use crate::core::{protect, watch};
 use crate::io::http;
 use crate::io::workers::Pool;
 
-/// The request threads, by lane: drain polls and protection polls as many
-/// as the core runs at once, two for the ECS metadata (the container and
+/// The request threads, by lane: drain polls as many as the core runs at
+/// once, protection as many plus two (the platform's own request, and its
+/// read at the stop or the crash's request beside it), two for the ECS
+/// metadata (the container and
 /// the task requests of the start go out together), and the hooks'.
 static POLLS: Pool = Pool::new("drainit-poll", MAX_POLLS);
-static PROTECT: Pool = Pool::new("drainit-protect", MAX_POLLS);
+static PROTECT: Pool = Pool::new("drainit-protect", MAX_POLLS + 2);
 static WATCH: Pool = Pool::new("drainit-ecs", 2);
 static HOOKS: Pool = Pool::new("drainit-hook", MAX_POLLS);
 

@@ -49,7 +49,8 @@ use crate::proto::exchange::{Auth, Endpoint, Method, Request};
 use crate::proto::http::{Failure, Response};
 use crate::proto::k8s::{
     annotations_patch, backoff, choose, pod_grace, read_pod, read_record, record_text, spec_grace,
-    verdict, Annotation, Chosen, Managed, Pod, PreStop, Values, Verdict, PATCH_ACCEPT, RECORD_KEY,
+    verdict, Annotation, Chosen, Managed, Pod, PreStop, Values, Verdict, PATCH_ACCEPT,
+    PERIOD_LIMIT_SECONDS, RECORD_KEY,
 };
 use crate::util::time::millis;
 
@@ -313,17 +314,8 @@ impl Protection {
 
     /// The pod as read at start: its keys are drainit's earlier state, its
     /// period sets the default grace or checks the one given.
-    fn read(&mut self, body: &[u8]) {
-        let pod = match read_pod(body) {
-            Ok(pod) => pod,
-            Err(e) => {
-                // Not read again: said once, as it is.
-                return warn!(
-                    "Kubernetes pod protection: the pod's read: {e}; its annotations and terminationGracePeriodSeconds are not known, so the grace stays {}",
-                    self.grace_text()
-                );
-            }
-        };
+    fn read(&mut self, body: &[u8]) -> Result<(), String> {
+        let pod = read_pod(body).map_err(|e| e.to_string())?;
         self.take_keys(&pod);
         self.uid = pod.uid.clone();
         let Some(period) = pod.grace_seconds else {
@@ -333,7 +325,7 @@ impl Protection {
                     self.grace_text()
                 );
             }
-            return;
+            return Ok(());
         };
         self.period = Some(period);
         let kill = Duration::from_secs(period);
@@ -371,6 +363,7 @@ impl Protection {
                 };
             }
         }
+        Ok(())
     }
 
     /// The default grace from the pod's spec (`proto::k8s::spec_grace`)
@@ -450,7 +443,18 @@ impl Protection {
         let Some(date) = response.date else {
             return failed_at_stop("an answer without a date");
         };
-        let left = deletion.duration_since(date).unwrap_or_default();
+        // Never past the deletion's own grace period from now (the kubelet
+        // counts it from when it saw the deletion, before this read): a
+        // timestamp far off, or a clock far behind, cannot put the
+        // deadline after the real kill.
+        let most = pod
+            .deletion_grace_seconds
+            .unwrap_or(PERIOD_LIMIT_SECONDS)
+            .min(PERIOD_LIMIT_SECONDS);
+        let left = deletion
+            .duration_since(date)
+            .unwrap_or_default()
+            .min(Duration::from_secs(most));
         Some(Learnt::Kill {
             at: sent + left,
             period: pod.deletion_grace_seconds,
@@ -492,7 +496,7 @@ impl Protection {
         }
     }
 
-    fn applied(&mut self, sent: Option<Sent>, body: &[u8]) {
+    fn applied(&mut self, sent: Option<Sent>, body: &[u8], now: Instant) {
         self.streak = Streak::default();
         if self.said.take().is_some() {
             info!("Kubernetes pod protection: the API server accepts drainit's requests again");
@@ -500,7 +504,17 @@ impl Protection {
         match sent {
             Some(Sent::Read) => {
                 self.read = Read::Done { grace: None };
-                self.read(body)
+                if let Err(e) = self.read(body) {
+                    // Keys not known: no patch until a read is understood
+                    // (a patch needs the template's values).
+                    self.read = Read::Pending;
+                    self.failed(
+                        now,
+                        Key::UnexpectedStatus,
+                        &format!("the pod's read: {e}; read again before any patch"),
+                        None,
+                    );
+                }
             }
             Some(Sent::Patch(busy)) => {
                 self.held = Some(self.wanted(busy));
@@ -594,7 +608,7 @@ impl Backend for Protection {
             self.unknown_after(sent);
         }
         match verdict {
-            Verdict::Applied => self.applied(sent, &response.body),
+            Verdict::Applied => self.applied(sent, &response.body, now),
             Verdict::Unauthenticated if !self.streak.token_retried => {
                 // The token is read again for every request: retry at once.
                 self.streak.token_retried = true;
@@ -742,6 +756,12 @@ impl Backend for Protection {
     }
 
     fn on_crash(&mut self) -> Option<Request> {
+        if self.state == (State::Patching { busy: true }) {
+            // Sent beside it, the idle patch could land first and the
+            // busy one last: its answer is waited for (`crash_waits`),
+            // then this is asked again.
+            return None;
+        }
         let busy_out = matches!(
             self.state,
             State::Patching { busy: true } | State::Again(Sent::Patch(true))
@@ -757,8 +777,9 @@ impl Backend for Protection {
 
     fn crash_waits(&self) -> bool {
         // The read at start: the pod may hold busy's values from an
-        // earlier run of the container.
-        self.state == State::Reading
+        // earlier run of the container. A busy patch out: the idle one
+        // goes after its answer, never beside it.
+        matches!(self.state, State::Reading | State::Patching { busy: true })
     }
 
     fn crash_answered(&mut self, result: Option<Result<Response, Failure>>) {
@@ -1002,15 +1023,16 @@ mod tests {
         // Idle: nothing to take off.
         read(&mut p, "{}");
         assert_eq!(p.on_crash(), None);
-        // A busy patch out: it may land, so the idle patch goes.
+        // A busy patch out: it may land, so the idle patch goes, but after
+        // its answer, never beside it (it could land last).
         p.request(true, t0).unwrap();
-        let crash = p.on_crash().expect("busy may be on");
-        assert_eq!(crash.body.unwrap(), idle_patch());
-        assert_eq!(crash.headers, [("Accept", PATCH_ACCEPT.to_string())]);
-        assert_eq!(p.state, State::Patching { busy: true }, "beside it");
+        assert_eq!(p.on_crash(), None, "not beside the busy patch");
+        assert!(p.crash_waits(), "its answer is waited for");
         p.on_answer(ok("{}"), t0);
         assert!(p.is_on());
-        assert!(p.on_crash().is_some(), "protected");
+        let crash = p.on_crash().expect("protected");
+        assert_eq!(crash.body.unwrap(), idle_patch());
+        assert_eq!(crash.headers, [("Accept", PATCH_ACCEPT.to_string())]);
         p.crash_answered(Some(ok("{}")));
         assert!(is_idle(&p));
         // Unknown after a lost patch: sent.
