@@ -524,7 +524,10 @@ impl Check<'_> {
             (Ask::Host(..), Some(Err(f)))
                 if matches!(f.kind, Kind::Timeout | Kind::ResolverBusy | Kind::Internal) =>
             {
-                say.say(Level::Warn, format_args!("{what}: not known to resolve: {f}"))
+                say.say(
+                    Level::Warn,
+                    format_args!("{what}: not known to resolve: {f}"),
+                )
             }
             (Ask::Host(..), _) => say.say(Level::Ok, format_args!("{what}: resolves")),
             (Ask::Ready(_), Some(Err(f))) if f.kind == Kind::Refused => {
