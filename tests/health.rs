@@ -808,7 +808,11 @@ fn a_flood_of_requests_costs_no_memory_and_keeps_the_deadline() {
 fn flood(build: Build) {
     let _alone = LOOPBACK_HEAVY.lock().unwrap_or_else(|e| e.into_inner());
     const GRACE_MS: u64 = 10_000;
-    const REQUESTS: usize = 10_000;
+    // The floor that makes it a flood: the count made in the 10 s is the
+    // machine's (10,000 and more on a quiet 2-core machine, about 8,800
+    // beside a full test suite), so it is not what the test asserts; that
+    // memory, threads and the deadline do not move with them is.
+    const REQUESTS: usize = 2_000;
     let scratch = Scratch::new("flood");
     let drain = Server::start(|_, _| json(503, "{\"readyForTermination\":false}"));
     let report = scratch.file("report.json");
