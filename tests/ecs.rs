@@ -574,3 +574,46 @@ fn protection_refusals_are_a_warning_once_the_start_up_window_ends() {
     d.signal(libc::SIGKILL);
     let _ = d.wait_code();
 }
+
+#[test]
+fn the_platforms_sigterm_after_an_ecs_stop_and_a_loop_panic_reaches_the_app_once() {
+    // ECS began the stop and the app had its TERM; the loop dies (HUP
+    // trips the fault point) and the fallback's core takes over. The
+    // platform's own SIGTERM, which follows ECS's stop, is still absorbed:
+    // the app counts the TERMs it gets, and WINCH (forwarded, and
+    // delivered after a TERM sent before it) makes it say the count.
+    let scratch = Scratch::new("ecs-loop-panic-absorb");
+    let state = Arc::new(Mutex::new(Agent {
+        desired: "STOPPED",
+        ..Agent::default()
+    }));
+    let server = fake_agent(state);
+    let mut d = drainit(["--grace", "40s"])
+        .binary(&built(Build::StaticFaults))
+        .env("DRAINIT_TEST_FAULT", "event_loop")
+        .env("ECS_CONTAINER_METADATA_URI_V4", &server.url("/v4/abc"))
+        .with_args(sh(
+            &scratch,
+            "trap 'echo term >> \"$D/terms\"' TERM; trap 'touch \"$D/hup\"' HUP; \
+             trap 'wc -l < \"$D/terms\" > \"$D/count.tmp\"; mv \"$D/count.tmp\" \"$D/count\"; exit 7' WINCH; \
+             touch \"$D/ready\"; while :; do sleep 0.05; done",
+        ))
+        .start();
+    scratch.wait_file("ready");
+    // ECS's stop signals the app.
+    scratch.wait_file("terms");
+    d.signal(libc::SIGHUP);
+    // The fallback's core forwards the HUP the first one failed on.
+    scratch.wait_file("hup");
+    d.signal(libc::SIGTERM);
+    d.signal(libc::SIGWINCH);
+    let status = d.wait_status(PATIENCE);
+    assert_eq!(status.code(), Some(7), "{}", d.stderr());
+    let count = std::fs::read_to_string(scratch.file("count")).expect("the app's count");
+    assert_eq!(
+        count.trim(),
+        "1",
+        "the app got the stop signal more than once: {}",
+        d.stderr()
+    );
+}

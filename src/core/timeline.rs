@@ -370,17 +370,19 @@ impl Timeline {
     }
 
     /// Takes over a stop another timeline began (after a panic of the
-    /// event loop): same start, same deadline, extensions included; the
-    /// app gets its stop signal now unless it already had it. No hook, no
+    /// event loop): same start, same deadline, extensions included, and
+    /// the platform's signal still to absorb after an ECS stop; the app
+    /// gets its stop signal now unless it already had it. No hook, no
     /// delay and no poll follow: the deadline is what is left to keep.
     pub fn resume(&mut self, now: Instant, stop: Stop, signal_sent: bool, out: &mut Vec<Action>) {
         if !matches!(self.state, State::Running) {
             return;
         }
         self.seen = Some(now);
+        // An ECS-begun stop still absorbs the platform's own signal once:
+        // it must not reach the app as a second stop signal.
         self.stop = Some(Stop {
             signalled: signal_sent,
-            absorb: None,
             ..stop
         });
         self.timers.set(Timer::Deadline, stop.deadline);
