@@ -13,7 +13,9 @@
 //! at half of a long one; an explicit `--grace` either side of the kill;
 //! the spec's grace (a probe's period, a preStop sleep) when nothing is
 //! deleted; a panic of the loop just after the deletion was learnt (the
-//! fallback and the last resort keep its deadline); both libc builds.
+//! fallback and the last resort keep its deadline); both libc builds; a
+//! second read whose Date lags, and a deletion without a readable period
+//! (neither moves the deadline later).
 //!
 //! The deletion's times are whole seconds on the API server's clock (as
 //! the real one writes them), so the kill time drainit learns is within
@@ -146,13 +148,7 @@ fn kubelet(d: &mut Drainit, deleted: Instant, grace: u64, pre_stop: Duration) ->
         std::thread::sleep(pre_stop);
     }
     d.signal(libc::SIGTERM);
-    let kill = deleted + Duration::from_secs(grace);
-    let left = kill.saturating_duration_since(Instant::now());
-    let status = d.wait_status(left);
-    let gone = deleted.elapsed();
-    let code = std::os::unix::process::ExitStatusExt::signal(&status)
-        .map_or_else(|| status.code().unwrap_or(-1), |s| 128 + s);
-    (code, gone)
+    kubelet_after(d, deleted, grace)
 }
 
 /// The report of a stop that ended at drainit's deadline from a deletion
@@ -451,4 +447,69 @@ fn a_container_name_that_cannot_be_one_is_a_usage_error() {
         &[("DRAINIT_K8S_CONTAINER", "-x")],
         "DRAINIT_K8S_CONTAINER",
     );
+}
+
+#[test]
+fn a_second_read_with_a_lagging_date_never_moves_the_kill_later() {
+    let Some(pod) = Pod::new("k8s-lagging-date", &["--grace", "120"]) else {
+        return;
+    };
+    let mut d = pod.start(&[], None);
+    let deleted = Instant::now();
+    pod.api.delete(62);
+    d.signal(libc::SIGTERM);
+    wait_for("the read at the stop", PATIENCE, || {
+        (pod.gets().len() == 2).then_some(())
+    });
+    // The read at half of the time left (about 31 s) meets a Date 30 s
+    // behind (another replica, a hostile server): its kill is 30 s later
+    // than the real one, and must not move the deadline.
+    pod.api.skew(-30.0);
+    let (code, gone) = kubelet_after(&mut d, deleted, 62);
+    assert_eq!(
+        code,
+        124,
+        "gone {gone:?} after the deletion: {}",
+        d.stderr()
+    );
+    assert_eq!(pod.gets().len(), 3, "the second read was made");
+    assert_deletion(&pod.report(), 62, 62_000);
+}
+
+#[test]
+fn a_deletion_without_a_readable_period_never_moves_the_deadline_later() {
+    for (how, period) in [
+        ("a string", serde_json::json!("30")),
+        ("a negative number", serde_json::json!(-5)),
+        ("absent", Value::Null),
+    ] {
+        let Some(pod) = Pod::new("k8s-no-period", &["--grace", "6"]) else {
+            return;
+        };
+        let mut d = pod.start(&[], None);
+        let deleted = Instant::now();
+        // The kill 30 s out, by a timestamp nothing bounds.
+        pod.api.delete_with_period(30, period);
+        d.signal(libc::SIGTERM);
+        // The stop began with the pod's 6 s: drainit is gone well before
+        // the 28 s an unbounded timestamp would give.
+        let (code, gone) = kubelet_after(&mut d, deleted, 12);
+        assert_eq!(code, 124, "{how}: gone {gone:?}: {}", d.stderr());
+        let report = pod.report();
+        let said = report["deadline_ms"].as_u64().unwrap();
+        assert!(said <= 6_000, "{how}: deadline_ms {said}: {report}");
+    }
+}
+
+/// The kubelet's kill `grace` seconds after `deleted`, the SIGTERM
+/// already sent: the exit code (128 + signal when killed by one, and -1
+/// when drainit outlived the kill) and when it was gone.
+fn kubelet_after(d: &mut Drainit, deleted: Instant, grace: u64) -> (i32, Duration) {
+    let kill = deleted + Duration::from_secs(grace);
+    let left = kill.saturating_duration_since(Instant::now());
+    let status = d.wait_status(left);
+    let gone = deleted.elapsed();
+    let code = std::os::unix::process::ExitStatusExt::signal(&status)
+        .map_or_else(|| status.code().unwrap_or(-1), |s| 128 + s);
+    (code, gone)
 }

@@ -130,6 +130,8 @@ pub struct Deadline {
     from: GraceFrom,
     /// The kill time learnt at the stop (the pod's deletion), if any.
     kill: Option<Kill>,
+    /// The deadline the stop of `kill` began with, before any read.
+    began: Option<Instant>,
 }
 
 impl Deadline {
@@ -146,6 +148,7 @@ impl Deadline {
                 GraceFrom::Default
             },
             kill: None,
+            began: None,
         }
     }
 
@@ -162,6 +165,11 @@ impl Deadline {
     /// deletion's (`deletion_deadline`; a force delete: 1 s after the
     /// stop began) whatever the grace was, shorter or longer, except an
     /// explicit `--grace` that ends at or before the kill, which is kept.
+    /// A later read of the same stop only ever moves the kill and the
+    /// deadline earlier (a delete can only shorten a grace); every kill
+    /// is capped at the stop's start plus `deletionGracePeriodSeconds`,
+    /// and without a readable period the deadline is never later than
+    /// the one the stop began with.
     /// From then on no extension moves the deadline past the deletion's
     /// (`cap`).
     pub fn learn_kill(
@@ -170,13 +178,35 @@ impl Deadline {
         current: Option<Instant>,
         learnt: Learnt,
     ) -> Change {
-        let kill = match learnt {
-            Learnt::Kill { at, period } => Kill {
-                at,
-                period,
-                since,
-                deadline: deletion_deadline(since, at, period),
-            },
+        // An earlier read of this stop: a delete only ever shortens a
+        // grace, so what it taught stands against a later read.
+        let earlier = self.kill.filter(|k| k.since == since);
+        if earlier.is_none() {
+            self.began = current;
+        }
+        let mut kill = match learnt {
+            Learnt::Kill { at, period } => {
+                // Never past the stop's start plus the deletion's period
+                // (the kubelet counts it from before the stop began).
+                let at = period.map_or(at, |p| {
+                    let p = p.min(crate::proto::k8s::PERIOD_LIMIT_SECONDS);
+                    at.min(since + Duration::from_secs(p))
+                });
+                let mut deadline = deletion_deadline(since, at, period);
+                if period.is_none() {
+                    // Nothing bounds the timestamp: never later than the
+                    // deadline the stop began with.
+                    if let Some(began) = self.began {
+                        deadline = deadline.min(began);
+                    }
+                }
+                Kill {
+                    at,
+                    period,
+                    since,
+                    deadline,
+                }
+            }
             Learnt::Gone { at } => Kill {
                 at: at + FORCE_KILL,
                 period: Some(0),
@@ -184,6 +214,11 @@ impl Deadline {
                 deadline: since + DELETION_FLOOR,
             },
         };
+        if let Some(e) = earlier {
+            kill.at = kill.at.min(e.at);
+            kill.deadline = kill.deadline.min(e.deadline);
+            kill.period = kill.period.or(e.period);
+        }
         let by_kill = kill.deadline;
         self.kill = Some(kill);
         let option = self.from == GraceFrom::Option;
@@ -290,7 +325,67 @@ mod tests {
                 GraceFrom::Default
             },
             kill: None,
+            began: None,
         }
+    }
+
+    #[test]
+    fn a_later_read_only_ever_moves_the_kill_earlier() {
+        let s = Duration::from_secs;
+        let t0 = Instant::now();
+        let mut d = given(None);
+        let first = Learnt::Kill {
+            at: t0 + s(62),
+            period: Some(62),
+        };
+        let change = d.learn_kill(t0, Some(t0 + s(27)), first);
+        assert_eq!(
+            change.deadline,
+            Some(t0 + s(62) - Duration::from_millis(6_200))
+        );
+        // A Date that lags on the second read: the kill it gives is later.
+        let lagging = Learnt::Kill {
+            at: t0 + s(92),
+            period: Some(62),
+        };
+        let before = d.kill().unwrap();
+        let change = d.learn_kill(t0, change.deadline, lagging);
+        assert_eq!(change.deadline, Some(before.deadline));
+        assert_eq!(d.kill().unwrap().at, before.at);
+        // A kill past the stop's start plus the period is capped there.
+        let mut d = given(None);
+        let far = Learnt::Kill {
+            at: t0 + s(300),
+            period: Some(30),
+        };
+        d.learn_kill(t0, Some(t0 + s(27)), far);
+        assert_eq!(d.kill().unwrap().at, t0 + s(30));
+        assert_eq!(d.cap(), Some(t0 + s(27)));
+    }
+
+    #[test]
+    fn a_deletion_without_a_period_never_moves_the_deadline_later() {
+        let s = Duration::from_secs;
+        let t0 = Instant::now();
+        let mut d = given(None);
+        let unbounded = Learnt::Kill {
+            at: t0 + s(365 * 24 * 3600),
+            period: None,
+        };
+        let change = d.learn_kill(t0, Some(t0 + s(27)), unbounded);
+        assert_eq!(change.deadline, Some(t0 + s(27)));
+        // Nor on a second read.
+        let change = d.learn_kill(t0, change.deadline, unbounded);
+        assert_eq!(change.deadline, Some(t0 + s(27)));
+        // A sooner one still moves it earlier.
+        let sooner = Learnt::Kill {
+            at: t0 + s(10),
+            period: None,
+        };
+        assert_eq!(
+            d.learn_kill(t0, Some(t0 + s(27)), sooner).deadline,
+            Some(t0 + s(8))
+        );
     }
 
     #[test]

@@ -45,8 +45,11 @@ Like the real one it also:
 - takes commands from DIR/control.jsonl, one JSON object a line, read before
   each request: `{"op": "delete", "grace": N, "at": T}` marks the pod deleted
   at the machine's time T (`deletionTimestamp` = T + skew + N on the server's
-  clock, `deletionGracePeriodSeconds` N; a later delete with an earlier
-  timestamp moves it, as the API server does); `{"op": "force"}` deletes it
+  clock, `deletionGracePeriodSeconds` N, or the value of `"period"` when
+  given, left out when that is null; a later delete with an earlier
+  timestamp moves it, as the API server does); `{"op": "skew", "skew": S}`
+  sets the `Date` clock S seconds off the machine's from now on (the
+  deletions already made keep their times); `{"op": "force"}` deletes it
   for good (404 from then on); `{"op": "recreate"}` makes it again under a new
   uid (a StatefulSet pod); `{"op": "silent"}` makes every later request go
   unanswered, as `--mode silent` does (a server that hangs mid-run).
@@ -197,8 +200,16 @@ class Api:
                 new = rfc3339(at)
                 if old is None or new < old:
                     meta["deletionTimestamp"] = new
-                    meta["deletionGracePeriodSeconds"] = cmd["grace"]
+                    # A test's own period value (a string, a negative
+                    # number; null: none), as a hostile server sends it.
+                    period = cmd.get("period", cmd["grace"])
+                    if period is None:
+                        meta.pop("deletionGracePeriodSeconds", None)
+                    else:
+                        meta["deletionGracePeriodSeconds"] = period
                     meta["resourceVersion"] = str(int(meta["resourceVersion"]) + 1)
+            elif cmd["op"] == "skew":
+                self.args.skew = cmd["skew"]
             elif cmd["op"] == "force":
                 self.gone = True
             elif cmd["op"] == "silent":

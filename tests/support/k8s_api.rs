@@ -104,6 +104,25 @@ impl FakeApi {
         self.control(&serde_json::json!({"op": "delete", "grace": grace, "at": now}));
     }
 
+    /// Marks the pod deleted now with its kill `grace` seconds out and
+    /// `deletionGracePeriodSeconds` the JSON value `period` (null: none),
+    /// as a hostile or broken API server may say it.
+    pub fn delete_with_period(&self, grace: u64, period: Value) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        self.control(
+            &serde_json::json!({"op": "delete", "grace": grace, "at": now, "period": period}),
+        );
+    }
+
+    /// The server's `Date` clock `skew` seconds off the machine's from
+    /// now on (another API server replica's, a hostile server's).
+    pub fn skew(&self, skew: f64) {
+        self.control(&serde_json::json!({"op": "skew", "skew": skew}));
+    }
+
     /// Deletes the pod for good (`--force --grace-period=0`): 404 from now.
     pub fn force_delete(&self) {
         self.control(&serde_json::json!({"op": "force"}));
