@@ -4,8 +4,10 @@
 //! explicitly (no binfmt_misc here); children it execs are host binaries.
 //! qemu-user limits what can be tested (README "arm64"): it rejects
 //! PR_SET_CHILD_SUBREAPER, so `-s` fails, and it renumbers real-time
-//! signals, so only 1-31 are used. Skipped (loudly) without the emulator
-//! or the target, unless `DRAINIT_REQUIRE_ARM64=1` (set by `.ci/run`).
+//! signals, so only 1-31 are used. Skipped (loudly) without the emulator,
+//! the target or the C cross compiler the build needs
+//! (`aarch64-linux-gnu-gcc`, for ring), unless `DRAINIT_REQUIRE_ARM64=1`
+//! (set by `.ci/run`).
 
 mod support;
 
@@ -33,9 +35,12 @@ fn arm64() -> Option<&'static str> {
                 .output()
                 .map(|o| String::from_utf8_lossy(&o.stdout).contains(TARGET))
                 .unwrap_or(false);
-            if qemu.is_err() || !target {
+            let missing_cc = cross_tools().into_iter().find(|t| !runnable(t));
+            if qemu.is_err() || !target || missing_cc.is_some() {
                 let why = format!(
-                    "needs {QEMU} (Debian's qemu-user-static) and `rustup target add {TARGET}`"
+                    "needs {QEMU} (Debian's qemu-user-static), `rustup target add {TARGET}` \
+                     and the C cross compiler ring's build runs (Debian's gcc-aarch64-linux-gnu){}",
+                    missing_cc.map_or(String::new(), |t| format!(": no `{t}` here"))
                 );
                 assert!(
                     !required,
@@ -60,6 +65,39 @@ fn arm64() -> Option<&'static str> {
             Some(path.to_str().expect("utf-8 path").to_string())
         })
         .as_deref()
+}
+
+/// The C compiler and archiver the arm64 build runs for ring (the `k8s`
+/// feature's TLS): those `.cargo/config.toml` names, unless the variables
+/// of the same name say otherwise (its `[env]` yields to them). The first
+/// word of each is the program.
+fn cross_tools() -> [String; 2] {
+    let tool = |prefix: &str, default: &str| {
+        // The cc crate reads `CC_aarch64-unknown-linux-musl` before
+        // `CC_aarch64_unknown_linux_musl`.
+        let value = std::env::var(format!("{prefix}_{TARGET}"))
+            .or_else(|_| std::env::var(format!("{prefix}_{}", TARGET.replace('-', "_"))))
+            .unwrap_or_else(|_| default.to_string());
+        value
+            .split_whitespace()
+            .next()
+            .unwrap_or(default)
+            .to_string()
+    };
+    [
+        tool("CC", "aarch64-linux-gnu-gcc"),
+        tool("AR", "aarch64-linux-gnu-ar"),
+    ]
+}
+
+/// True when `program` is a path to an executable or one on `PATH`.
+fn runnable(program: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    if program.contains('/') {
+        return std::fs::metadata(program)
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    }
+    has_command(program)
 }
 
 /// drainit (arm64, under qemu) with `args`, as PID 1 of a new namespace.
