@@ -493,8 +493,8 @@ fn fill(dir: &std::path::Path) {
     let mut file = std::fs::File::create(dir.join("filler")).unwrap();
     let chunk = [b'f'; 4096];
     while file.write_all(&chunk).is_ok() {}
-    let mut byte = [b'f'; 1];
-    while file.write(&mut byte).is_ok_and(|n| n == 1) {}
+    let byte = [b'f'; 1];
+    while file.write(&byte).is_ok_and(|n| n == 1) {}
     // SAFETY: statvfs writes only into `st`; the path is a C string.
     let free = unsafe {
         let c = std::ffi::CString::new(path_str(dir)).unwrap();
