@@ -454,3 +454,97 @@ fn a_long_report_line_does_not_cost_the_emf_line_behind_it() {
         );
     }
 }
+
+/// A tmpfs mounted for one test, unmounted when it goes (also when the
+/// test fails), before its scratch directory is removed.
+struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    fn mount(at: &std::path::Path, size: &str) -> Tmpfs {
+        std::fs::create_dir_all(at).unwrap();
+        let status = std::process::Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0755"),
+                "tmpfs",
+            ])
+            .arg(at)
+            .status()
+            .expect("mount");
+        assert!(status.success(), "mount -t tmpfs at {}", at.display());
+        Tmpfs(at.to_path_buf())
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// Fills the file system of `dir` to its last byte: writes until ENOSPC.
+fn fill(dir: &std::path::Path) {
+    use std::io::Write;
+    let mut file = std::fs::File::create(dir.join("filler")).unwrap();
+    let chunk = [b'f'; 4096];
+    while file.write_all(&chunk).is_ok() {}
+    let byte = [b'f'; 1];
+    while file.write(&byte).is_ok_and(|n| n == 1) {}
+    // SAFETY: statvfs writes only into `st`; the path is a C string.
+    let free = unsafe {
+        let c = std::ffi::CString::new(path_str(dir)).unwrap();
+        let mut st: libc::statvfs = std::mem::zeroed();
+        assert_eq!(libc::statvfs(c.as_ptr(), &mut st), 0);
+        st.f_bavail
+    };
+    assert_eq!(free, 0, "{} is not full", dir.display());
+}
+
+/// The report's file system is full when drainit exits: the earlier run's
+/// report (16 KiB, larger than this run's) is there, and not one block is
+/// free for a new copy of the report. This run's report is written in
+/// place, in the earlier one's blocks: the file is this run's, never the
+/// earlier run's, and no temporary file is left.
+#[test]
+fn a_report_on_a_full_file_system_is_this_runs() {
+    for build in BUILDS {
+        let scratch = Scratch::new("report-full");
+        let dir = scratch.file("fs");
+        let _fs = Tmpfs::mount(&dir, "256k");
+        let report = dir.join("report.json");
+        let earlier = format!(
+            "{{\"exit_code\":99,\"pad\":\"{}\"}}\n",
+            "e".repeat(16 * 1024)
+        );
+        std::fs::write(&report, &earlier).unwrap();
+        fill(&dir);
+        let (code, stderr) = drainit(["--exit-report", path_str(&report)])
+            .binary(&built(build))
+            .with_args(sh(&scratch, "exit 3"))
+            .run();
+        assert_eq!(code, 3, "{build:?}: {stderr}");
+        let written = std::fs::read_to_string(&report).unwrap();
+        assert!(
+            written != earlier,
+            "{build:?}: the earlier run's report is left: {stderr}"
+        );
+        let r: serde_json::Value = serde_json::from_str(&written)
+            .unwrap_or_else(|e| panic!("{build:?}: {e}: {written:?} {stderr}"));
+        assert_eq!(r["exit_code"], 3, "{build:?}: {r}");
+        assert!(
+            !stderr.contains("cannot write the exit report"),
+            "{build:?}: {stderr}"
+        );
+        let left: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().contains(".drainit-"))
+            .collect();
+        assert!(left.is_empty(), "{build:?}: {left:?}");
+    }
+}

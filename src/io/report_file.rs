@@ -4,7 +4,10 @@
 //! written at exit without ever blocking and without following a link:
 //! created in that directory with `O_NOFOLLOW`, non-blocking, and written
 //! only when it is a regular file, so a link, FIFO, socket or device the
-//! app planted after the start is refused, never written through.
+//! app planted after the start is refused, never written through. A new
+//! file renamed over the name, or where that fails (a full disk too) the
+//! file written in place: never the earlier run's report left for this
+//! one's.
 
 use std::ffi::CString;
 use std::fs::DirBuilder;
@@ -174,14 +177,14 @@ impl ReportFile {
     /// no file planted there (a hard link to someone else's) is ever
     /// opened for writing; where the name cannot be replaced (a file
     /// bind-mounted there, as Kubernetes' `/dev/termination-log`, or a
-    /// directory drainit may not create in) it is written in place, with
-    /// the same refusals.
+    /// directory drainit may not create in) or the new file cannot be
+    /// written (a full disk) it is written in place, with the same
+    /// refusals.
     pub fn write(&self, bytes: &[u8]) -> io::Result<()> {
         self.refuse_what_is_there()?;
         match self.replace(bytes) {
-            Ok(true) => Ok(()),
-            Ok(false) => self.in_place(bytes),
-            Err(e) => Err(e),
+            true => Ok(()),
+            false => self.in_place(bytes),
         }
     }
 
@@ -237,9 +240,10 @@ impl ReportFile {
 
     /// The report in a new file (`O_EXCL`, never an existing one) renamed
     /// over the name: true when done, false when the name cannot be
-    /// replaced that way (then it is written in place); an error when
-    /// writing failed.
-    fn replace(&self, bytes: &[u8]) -> io::Result<bool> {
+    /// replaced that way or the new file could not be written (a full
+    /// disk): then it is written in place, where the earlier report's
+    /// blocks may hold it.
+    fn replace(&self, bytes: &[u8]) -> bool {
         use std::os::fd::AsRawFd;
         let dir = self.dir.as_raw_fd();
         let nanos = std::time::SystemTime::now()
@@ -252,29 +256,27 @@ impl ReportFile {
                 std::process::id()
             );
             let Ok(temp) = CString::new(temp) else {
-                return Ok(false);
+                return false;
             };
             let mut file = match self.open(&temp, libc::O_EXCL) {
                 Ok(file) => file,
                 Err(e) if e.raw_os_error() == Some(libc::EEXIST) => continue,
-                Err(_) => return Ok(false),
+                Err(_) => return false,
             };
-            let written = file.write_all(bytes);
+            let written = file.write_all(bytes).is_ok();
             drop(file);
             // SAFETY: renameat and unlinkat with valid C strings in our
             // directory; the name renamed over is replaced, never followed.
-            let renamed = written.is_ok()
+            let renamed = written
                 && unsafe { libc::renameat(dir, temp.as_ptr(), dir, self.name.as_ptr()) } == 0;
             if !renamed {
-                // SAFETY: as above.
+                // SAFETY: as above. Its blocks are given back before the
+                // write in place (a full disk).
                 unsafe { libc::unlinkat(dir, temp.as_ptr(), 0) };
             }
-            return match written {
-                Err(e) => Err(e),
-                Ok(()) => Ok(renamed),
-            };
+            return renamed;
         }
-        Ok(false)
+        false
     }
 
     /// The report written into the file at the name, opened without
@@ -296,7 +298,11 @@ impl ReportFile {
             return Err(refused("a file with other hard links"));
         }
         file.set_len(0)?;
-        file.write_all(bytes)
+        // Not all of it (a full disk): an empty file, never the start of
+        // a report or the earlier run's.
+        file.write_all(bytes).inspect_err(|_| {
+            let _ = file.set_len(0);
+        })
     }
 }
 
