@@ -192,7 +192,10 @@ fn lookup(
 ) -> Result<Vec<SocketAddr>, Failure> {
     let resolver = set.resolver();
     {
-        let mut names = resolver.names.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut names = resolver
+            .names
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if names.iter().any(|n| n == host) {
             return Err(Failure::new(
                 Kind::ResolverBusy,
