@@ -142,9 +142,10 @@ fn yaml_documents(text: &str) -> Vec<Value> {
 }
 
 /// `examples/kubernetes/protect/`, a kustomize component, built offline by
-/// `kubectl kustomize` into an overlay with a Deployment of its own: the
-/// Deployment gains the service account, POD_NAME and
-/// DRAINIT_K8S_CONTAINER (its own variables kept), and the access and
+/// `kubectl kustomize` into an overlay with two Deployments of its own:
+/// the one labelled `drainit.dev/protect: "true"` gains the service
+/// account, POD_NAME and DRAINIT_K8S_CONTAINER (its own variables kept),
+/// the other stays as it was, and the access and
 /// policy objects are exactly those of `protect.yaml` (and so of the docs).
 #[test]
 fn the_kustomize_component_adds_protection_to_a_deployment() {
@@ -165,13 +166,13 @@ fn the_kustomize_component_adds_protection_to_a_deployment() {
     std::fs::create_dir_all(&overlay).unwrap();
     std::fs::write(
         overlay.join("kustomization.yaml"),
-        "resources:\n  - app.yaml\ncomponents:\n  - ../../examples/kubernetes/protect\n",
+        "resources:\n  - app.yaml\n  - web.yaml\ncomponents:\n  - ../../examples/kubernetes/protect\n",
     )
     .unwrap();
     std::fs::write(
         overlay.join("app.yaml"),
-        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: queue\n  namespace: jobs\n\
-         spec:\n  selector:\n    matchLabels:\n      app: queue\n  template:\n    metadata:\n      \
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: queue\n  namespace: jobs\n  \
+         labels:\n    drainit.dev/protect: \"true\"\nspec:\n  selector:\n    matchLabels:\n      app: queue\n  template:\n    metadata:\n      \
          labels:\n        app: queue\n    spec:\n      containers:\n        - name: worker\n          \
          image: registry.example.com/queue:1\n          command: [\"/drainit\", \"--k8s-protect\", \
          \"--drain-url\", \"http://127.0.0.1:8080/drain\", \"--\"]\n          args: [\"/app/queue\"]\n          \
@@ -179,6 +180,13 @@ fn the_kustomize_component_adds_protection_to_a_deployment() {
          image: registry.example.com/exporter:1\n",
     )
     .unwrap();
+    // A second Deployment without the label: the component leaves it as
+    // it is (no service account, no variables, no image-less container).
+    let web = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: jobs\n\
+         spec:\n  selector:\n    matchLabels:\n      app: web\n  template:\n    metadata:\n      \
+         labels:\n        app: web\n    spec:\n      containers:\n        - name: web\n          \
+         image: registry.example.com/web:1\n";
+    std::fs::write(overlay.join("web.yaml"), web).unwrap();
     let out = Command::new("kubectl")
         .arg("kustomize")
         .arg(&overlay)
@@ -197,7 +205,21 @@ fn the_kustomize_component_adds_protection_to_a_deployment() {
             .cloned()
             .unwrap_or_else(|| panic!("no {kind} in {docs:#?}"))
     };
-    let deployment = named(&built, "Deployment");
+    let deployment = built
+        .iter()
+        .find(|d| d["kind"] == "Deployment" && d["metadata"]["name"] == "queue")
+        .cloned()
+        .unwrap_or_else(|| panic!("no Deployment queue in {built:#?}"));
+    let web_built = built
+        .iter()
+        .find(|d| d["kind"] == "Deployment" && d["metadata"]["name"] == "web")
+        .cloned()
+        .unwrap_or_else(|| panic!("no Deployment web in {built:#?}"));
+    assert_eq!(
+        web_built,
+        yaml_documents(web)[0],
+        "the unlabelled Deployment changed"
+    );
     let pod = &deployment["spec"]["template"]["spec"];
     assert_eq!(pod["serviceAccountName"], "worker");
     let worker = &pod["containers"][0];
@@ -228,5 +250,5 @@ fn the_kustomize_component_adds_protection_to_a_deployment() {
     ] {
         assert_eq!(named(&built, kind), named(&example, kind), "{kind}");
     }
-    assert_eq!(built.len(), 6, "{built:#?}");
+    assert_eq!(built.len(), 7, "{built:#?}");
 }
