@@ -99,6 +99,11 @@ const DUMB_INIT_VARIABLES: &[&str] = &["DUMB_INIT_SETSID", "DUMB_INIT_DEBUG"];
 /// `DRAINIT_*` variables drainit reads that are not an option's.
 pub const OTHER_DRAINIT_VARIABLES: &[&str] = &[OLD_VERBOSE, "DRAINIT_LOG"];
 
+/// `DRAINIT_*` variables of the build, not the run (build.rs reads
+/// `DRAINIT_GIT_COMMIT`): a shell that built drainit may still export
+/// them, and drainit passes them by in silence.
+pub const BUILD_VARIABLES: &[&str] = &["DRAINIT_GIT_COMMIT"];
+
 /// Whether `name` is a `DRAINIT_*` variable of the test suite's, whose
 /// variables reach the drainit it starts: `DRAINIT_REQUIRE_*`,
 /// `DRAINIT_REGENERATE_DOCS`, and `DRAINIT_TEST_FAULT` in a build with

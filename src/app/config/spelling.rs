@@ -4,7 +4,7 @@
 
 use std::ffi::OsString;
 
-use super::names::{is_test_suite_variable, Name, OTHER_DRAINIT_VARIABLES};
+use super::names::{is_test_suite_variable, Name, BUILD_VARIABLES, OTHER_DRAINIT_VARIABLES};
 use super::Notice;
 use crate::app::options::{self, OPTIONS};
 
@@ -84,10 +84,13 @@ pub fn unknown_variables(names: impl IntoIterator<Item = OsString>, called: Name
         };
         unknown += 1;
         if unknown <= MAX_UNKNOWN_SAID {
-            notices.push(Notice::Warn(format!(
-                "unknown variable {} is ignored (the nearest known name is {near})",
-                name.to_string_lossy()
-            )));
+            let name = name.to_string_lossy();
+            notices.push(Notice::Warn(match near {
+                Some(near) => {
+                    format!("unknown variable {name} is ignored (the nearest known name is {near})")
+                }
+                None => format!("unknown variable {name} is ignored"),
+            }));
         }
     }
     if unknown > MAX_UNKNOWN_SAID {
@@ -99,19 +102,27 @@ pub fn unknown_variables(names: impl IntoIterator<Item = OsString>, called: Name
     notices
 }
 
-/// The nearest known name when `name` has a prefix drainit minds but is
-/// not a variable it (or the init it is called as) reads.
-fn unknown_variable(name: &str, called: Name) -> Option<String> {
+/// Some when `name` has a prefix drainit minds but is not a variable it
+/// (or the init it is called as) reads: the nearest known name, when it
+/// is within the bound flags use (`near_enough`).
+fn unknown_variable(name: &str, called: Name) -> Option<Option<String>> {
     if let Some((prefix, known)) = called.variables() {
         if name.starts_with(prefix) {
             return match known.contains(&name) {
                 true => None,
-                false => nearest(name, known.iter().copied()).map(|(near, _)| near.to_string()),
+                false => Some(
+                    nearest(name, known.iter().copied())
+                        .filter(|&(_, d)| near_enough(&name[prefix.len()..], d))
+                        .map(|(near, _)| near.to_string()),
+                ),
             };
         }
     }
     let rest = name.strip_prefix("DRAINIT_")?;
-    if OTHER_DRAINIT_VARIABLES.contains(&name) || is_test_suite_variable(name) {
+    if OTHER_DRAINIT_VARIABLES.contains(&name)
+        || BUILD_VARIABLES.contains(&name)
+        || is_test_suite_variable(name)
+    {
         return None;
     }
     // Compared as long names: `DRAIN_ULR` is `drain-ulr`.
@@ -135,10 +146,17 @@ fn unknown_variable(name: &str, called: Name) -> Option<String> {
         .iter()
         .map(|v| (*v, distance(name, v)))
         .min_by_key(|&(_, d)| d);
-    Some(match other {
-        Some((other, od)) if od < d => other.to_string(),
-        _ => options::env_var(near),
-    })
+    let (near, d) = match other {
+        Some((other, od)) if od < d => (other.to_string(), od),
+        _ => (options::env_var(near), d),
+    };
+    Some(near_enough(rest, d).then_some(near))
+}
+
+/// The bound flags use (`flag_suggestion`): at most a third of the name
+/// after its prefix, at least 1 edit.
+fn near_enough(rest: &str, d: usize) -> bool {
+    d <= (rest.len() / 3).max(1)
 }
 
 #[cfg(test)]
@@ -206,6 +224,20 @@ mod tests {
         assert_eq!(
             said(&["DUMB_INIT_DEBUG"], Name::DumbInit),
             Vec::<String>::new()
+        );
+        // A build's variable is passed by in silence; a name nothing is
+        // near is said without a guess.
+        assert_eq!(
+            said(&["DRAINIT_GIT_COMMIT"], Name::Drainit),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            said(&["DRAINIT_ZZZZZZZZZ_QQQQ"], Name::Drainit),
+            ["unknown variable DRAINIT_ZZZZZZZZZ_QQQQ is ignored"]
+        );
+        assert_eq!(
+            said(&["TINI_ZZZZZZZZZZ"], Name::Tini),
+            ["unknown variable TINI_ZZZZZZZZZZ is ignored"]
         );
         assert_eq!(
             said(&["DRAINIT_TEST_FAULT"], Name::Drainit).len(),
