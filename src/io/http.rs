@@ -1,11 +1,9 @@
 //! Bounded HTTP/1.1 for the drain, stop and ECS endpoints: plain `http://`
 //! only, one deadline for the whole exchange (name lookup, connect, send,
 //! response), no redirects followed. This file is the thin I/O shell: URLs,
-//! name lookup under the deadline (on lookup threads started before the
-//! child, in two bounded sets: the shared one for the app's URLs, and the
-//! platforms' own), the socket loop, and the worker entry point that
-//! contains panics. What the server sends is judged by the pure `decoder`
-//! (httparse for the head), which bounds every byte.
+//! name lookup under the deadline, the socket loop, and the worker entry
+//! point that contains panics. What the server sends is judged by the pure
+//! `decoder` (httparse for the head), which bounds every byte.
 //!
 //! A small client of our own rather than ureq 3: these endpoints are local
 //! and simple, ureq adds about 256 KiB to the static binary (over its 1 MiB
@@ -19,90 +17,13 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream, ToSocketAddrs}
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::io::workers::Pool;
 use crate::proto::exchange::Request;
 use crate::proto::http::*;
 use crate::proto::http_decoder::{Decoder, Step};
 
-/// Name lookups of the shared set (drain, stop, hook and readiness URLs)
-/// that may be outstanding at once (a hung resolver keeps its thread;
-/// getaddrinfo cannot be cancelled).
+/// Name lookups that may be outstanding at once (a hung resolver keeps its
+/// thread; getaddrinfo cannot be cancelled).
 pub const MAX_LOOKUPS: usize = 4;
-
-/// Name lookups of the platforms' own requests (the Kubernetes API server,
-/// the ECS task metadata) that may be outstanding at once: a set of their
-/// own, so that names of the app's URLs whose lookups hang never leave a
-/// platform request without one.
-pub const MAX_PLATFORM_LOOKUPS: usize = 2;
-
-/// Which set of lookup threads a request's name waits on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Lookups {
-    /// The app's URLs: `--drain-url`, `--stop-url`, `--ready-url`,
-    /// `--probe`, the ECS agent's protection endpoint.
-    Shared,
-    /// The platforms' own requests: the Kubernetes API server, the ECS
-    /// task metadata.
-    Platform,
-}
-
-/// One set of lookups: the names with a lookup running, and the threads
-/// that run them. A thread is born before the child (`prestart_lookups`),
-/// never during a lookup: both C libraries unblock their own cancel signal
-/// in every new thread, whatever its creator blocked, and a `kill -33` (or
-/// 32) landing in that moment would end a drainit that is not PID 1.
-struct Resolver {
-    names: Mutex<Vec<String>>,
-    threads: Pool,
-    size: usize,
-}
-
-static SHARED: Resolver = Resolver {
-    names: Mutex::new(Vec::new()),
-    threads: Pool::new("drainit-dns", MAX_LOOKUPS),
-    size: MAX_LOOKUPS,
-};
-
-static PLATFORM: Resolver = Resolver {
-    names: Mutex::new(Vec::new()),
-    threads: Pool::new("drainit-dns-api", MAX_PLATFORM_LOOKUPS),
-    size: MAX_PLATFORM_LOOKUPS,
-};
-
-impl Lookups {
-    fn resolver(self) -> &'static Resolver {
-        match self {
-            Lookups::Shared => &SHARED,
-            Lookups::Platform => &PLATFORM,
-        }
-    }
-}
-
-/// Starts, before the child, the lookup threads of `set` for `names`
-/// different host names (at most the set's size): one lookup per name runs
-/// at a time, so that many threads serve every lookup of the run. A name
-/// the configuration did not foresee still gets a thread when one is
-/// free, started then.
-pub fn prestart_lookups(set: Lookups, names: usize) -> io::Result<()> {
-    let resolver = set.resolver();
-    resolver.threads.prestart(names.min(resolver.size))
-}
-
-/// Whether `host` goes through a resolver: not an IP literal, not
-/// `localhost` (`addresses`).
-pub fn needs_lookup(host: &str) -> bool {
-    host.parse::<IpAddr>().is_err()
-        && !host.eq_ignore_ascii_case("localhost")
-        && !host.eq_ignore_ascii_case("localhost.")
-}
-
-/// The host of `url` when it goes through a resolver.
-pub fn looked_up_host(url: &str) -> Option<String> {
-    parse_url(url)
-        .ok()
-        .map(|u| u.host)
-        .filter(|h| needs_lookup(h))
-}
 
 fn io_failure(e: &io::Error) -> Failure {
     match e.kind() {
@@ -123,13 +44,16 @@ fn left(deadline: Instant) -> Result<Duration, Failure> {
     Ok(left)
 }
 
-/// A name's place in its set's names, given up when its lookup ends.
-struct Lookup(&'static Resolver, String);
+/// Names with a lookup running, at most `MAX_LOOKUPS`.
+static LOOKUPS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// A name's place in `LOOKUPS`, given up when its lookup ends.
+struct Lookup(String);
 
 impl Drop for Lookup {
     fn drop(&mut self) {
-        let mut names = self.0.names.lock().unwrap_or_else(PoisonError::into_inner);
-        names.retain(|n| *n != self.1);
+        let mut names = LOOKUPS.lock().unwrap_or_else(PoisonError::into_inner);
+        names.retain(|n| *n != self.0);
     }
 }
 
@@ -144,11 +68,11 @@ pub fn check_hosts(urls: Vec<String>) {
     let names = urls
         .iter()
         .filter_map(|u| parse_url(u).ok())
-        .filter(|u| needs_lookup(&u.host))
+        .filter(|u| u.host.parse::<IpAddr>().is_err() && !u.host.eq_ignore_ascii_case("localhost"))
         .filter(|u| crate::util::text::first_time(&mut seen, &u.host));
     for crate::proto::http::Url { host, port, .. } in names {
         let deadline = Instant::now() + HOST_CHECK_TIMEOUT;
-        if let Err(failure) = addresses(&host, port, deadline, Lookups::Shared) {
+        if let Err(failure) = addresses(&host, port, deadline) {
             log::warn!(
                 "host {} of a drain or stop URL does not resolve now ({failure}); requests to it fail until it does",
                 crate::util::text::escape(&host, 100)
@@ -160,12 +84,7 @@ pub fn check_hosts(urls: Vec<String>) {
 /// How long the start-up check waits for one name.
 const HOST_CHECK_TIMEOUT: Duration = Duration::from_secs(5);
 
-fn addresses(
-    host: &str,
-    port: u16,
-    deadline: Instant,
-    set: Lookups,
-) -> Result<Vec<SocketAddr>, Failure> {
+fn addresses(host: &str, port: u16, deadline: Instant) -> Result<Vec<SocketAddr>, Failure> {
     if let Ok(ip) = host.parse::<IpAddr>() {
         return Ok(vec![SocketAddr::new(ip, port)]);
     }
@@ -175,55 +94,48 @@ fn addresses(
             SocketAddr::new(Ipv6Addr::LOCALHOST.into(), port),
         ]);
     }
-    lookup(host, port, deadline, set)
+    lookup(host, port, deadline)
 }
 
-/// getaddrinfo on a lookup thread of `set`, waited for until the
-/// deadline: it cannot be cancelled, so a hung resolver keeps its thread,
-/// but never the request. One lookup per name at a time, at most the
-/// set's size at once; a request that finds its name's lookup running, or
-/// every thread of its set taken, fails at once (the next poll tries
-/// again).
-fn lookup(
-    host: &str,
-    port: u16,
-    deadline: Instant,
-    set: Lookups,
-) -> Result<Vec<SocketAddr>, Failure> {
-    let resolver = set.resolver();
+/// getaddrinfo on a detached thread, waited for until the deadline: it
+/// cannot be cancelled, so a hung resolver keeps its thread, but never the
+/// request. One lookup per name at a time; a request that finds one
+/// running fails at once (the next poll tries again).
+fn lookup(host: &str, port: u16, deadline: Instant) -> Result<Vec<SocketAddr>, Failure> {
     {
-        let mut names = resolver
-            .names
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut names = LOOKUPS.lock().unwrap_or_else(PoisonError::into_inner);
         if names.iter().any(|n| n == host) {
             return Err(Failure::new(
                 Kind::ResolverBusy,
                 &format!("the lookup of {host} from an earlier request is still running"),
             ));
         }
-        if names.len() >= resolver.size {
+        if names.len() >= MAX_LOOKUPS {
             return Err(Failure::new(
                 Kind::ResolverBusy,
-                &format!("{} name lookups are still running", resolver.size),
+                &format!("{MAX_LOOKUPS} name lookups are still running"),
             ));
         }
         names.push(host.to_string());
     }
-    let pending = Lookup(resolver, host.to_string());
+    let pending = Lookup(host.to_string());
     let slot = Arc::new(Slot::default());
     let reply = Reply(Arc::clone(&slot));
     let name = host.to_string();
-    let submitted = resolver.threads.submit(Box::new(move || {
-        let found = (name.as_str(), port)
-            .to_socket_addrs()
-            .map(|a| a.collect::<Vec<_>>());
-        // The name is free again before anyone hears the answer: a
-        // request right after this one must not find it "still running".
-        drop(pending);
-        reply.send(found);
-    }));
-    if let Err(e) = submitted {
+    let spawned = crate::io::threads::spawn_thread(
+        "drainit-dns",
+        256 * 1024,
+        Box::new(move || {
+            let found = (name.as_str(), port)
+                .to_socket_addrs()
+                .map(|a| a.collect::<Vec<_>>());
+            // The name is free again before anyone hears the answer: a
+            // request right after this one must not find it "still running".
+            drop(pending);
+            reply.send(found);
+        }),
+    );
+    if let Err(e) = spawned {
         return Err(Failure::new(
             Kind::Internal,
             &format!("cannot start a lookup thread: {e}"),
@@ -350,14 +262,13 @@ fn request_bytes(target: &Target, url: &Url, headers: &str, body: Option<&[u8]>)
 /// only feeds the decoder; whatever the server sends, at most
 /// `decoder::EXCHANGE_LIMIT` bytes are read.
 pub fn send(target: &Target, body: Option<&[u8]>, timeout: Duration) -> Result<Response, Failure> {
-    let head_only = target.method == Method::Head;
-    exchange(target, "", body, timeout, head_only, Lookups::Shared)
+    exchange(target, "", body, timeout, target.method == Method::Head)
 }
 
 /// One request whose answer's status is all that matters (a health
 /// check): the body is never read, whatever its size or pace.
 pub fn send_for_status(target: &Target, timeout: Duration) -> Result<u16, Failure> {
-    exchange(target, "", None, timeout, true, Lookups::Shared).map(|r| r.status)
+    exchange(target, "", None, timeout, true).map(|r| r.status)
 }
 
 /// A connection to `host:port` by the deadline: an IP literal or
@@ -365,31 +276,29 @@ pub fn send_for_status(target: &Target, timeout: Duration) -> Result<u16, Failur
 /// (`lookup`), each address tried in turn (the Kubernetes client's
 /// connect, `io::tls`).
 pub fn connect_host(host: &str, port: u16, deadline: Instant) -> Result<TcpStream, Failure> {
-    let addrs = addresses(host, port, deadline, Lookups::Platform)?;
+    let addrs = addresses(host, port, deadline)?;
     connect(&addrs, deadline)
 }
 
 /// A TCP connect to `host:port` within `timeout` (`--probe tcp://`).
 pub fn connect_only(host: &str, port: u16, timeout: Duration) -> Result<(), Failure> {
     let deadline = Instant::now() + timeout.max(Duration::from_millis(1));
-    let addrs = addresses(host, port, deadline, Lookups::Shared)?;
+    let addrs = addresses(host, port, deadline)?;
     connect(&addrs, deadline).map(drop)
 }
 
 /// Sends one request; `head_only`: the answer ends with its head (a HEAD
-/// request, or a GET whose body is of no interest); a name is looked up
-/// on a thread of `set`.
+/// request, or a GET whose body is of no interest).
 fn exchange(
     target: &Target,
     headers: &str,
     body: Option<&[u8]>,
     timeout: Duration,
     head_only: bool,
-    set: Lookups,
 ) -> Result<Response, Failure> {
     let deadline = Instant::now() + timeout.max(Duration::from_millis(1));
     let url = parse_url(&target.url).map_err(|e| Failure::new(Kind::Internal, &e))?;
-    let addrs = addresses(&url.host, url.port, deadline, set)?;
+    let addrs = addresses(&url.host, url.port, deadline)?;
     let mut stream = connect(&addrs, deadline)?;
     let _ = stream.set_nodelay(true);
     let io = |e: io::Error| io_failure(&e);
@@ -498,13 +407,8 @@ pub fn contain<T>(request: impl FnOnce() -> Result<T, Failure>) -> Result<T, Fai
 
 /// One request, with any panic in it contained as an `internal` failure,
 /// so PID 1 and the stop timeline go on (the release profile unwinds for
-/// this); its name, if any, looked up on a thread of `set`.
-pub fn run(
-    request: &Request,
-    url: &str,
-    timeout: Duration,
-    set: Lookups,
-) -> Result<Response, Failure> {
+/// this).
+pub fn run(request: &Request, url: &str, timeout: Duration) -> Result<Response, Failure> {
     contain(|| {
         crate::util::fault::point("http_worker");
         let target = Target {
@@ -519,7 +423,6 @@ pub fn run(
             request.body.as_deref(),
             timeout,
             head_only,
-            set,
         )
     })
 }
@@ -551,16 +454,15 @@ pub fn report_once<T, R: FnOnce(Result<T, Failure>)>(
 }
 
 /// What a request thread runs: `request` to the plain `url`
-/// (`Endpoint::HttpUrl`), its name looked up on a thread of `set`, its
-/// result handed to `report` once, whatever happens.
+/// (`Endpoint::HttpUrl`), its result handed to `report` once, whatever
+/// happens.
 pub fn run_and_report(
     request: &Request,
     url: &str,
     timeout: Duration,
-    set: Lookups,
     report: impl FnOnce(Result<Response, Failure>),
 ) {
-    report_once(report, || run(request, url, timeout, set));
+    report_once(report, || run(request, url, timeout));
 }
 
 #[cfg(test)]
@@ -642,16 +544,11 @@ mod tests {
     fn literals_and_localhost_never_wait_on_a_resolver() {
         let past = Instant::now();
         assert_eq!(
-            addresses("::1", 8, past, Lookups::Shared).unwrap(),
+            addresses("::1", 8, past).unwrap(),
             vec![SocketAddr::from(([0u16, 0, 0, 0, 0, 0, 0, 1], 8))]
         );
-        assert_eq!(
-            addresses("10.0.0.1", 8, past, Lookups::Platform)
-                .unwrap()
-                .len(),
-            1
-        );
-        let local = addresses("LocalHost", 8, past, Lookups::Shared).unwrap();
+        assert_eq!(addresses("10.0.0.1", 8, past).unwrap().len(), 1);
+        let local = addresses("LocalHost", 8, past).unwrap();
         assert_eq!(local.len(), 2);
         assert!(local[0].is_ipv4() && local[1].is_ipv6());
     }
@@ -713,8 +610,7 @@ mod tests {
     fn a_finished_lookup_frees_its_name_before_answering() {
         // localhost through the resolver (/etc/hosts), not the shortcut.
         for _ in 0..200 {
-            let deadline = Instant::now() + Duration::from_secs(10);
-            match lookup("localhost", 80, deadline, Lookups::Shared) {
+            match lookup("localhost", 80, Instant::now() + Duration::from_secs(10)) {
                 Ok(_) => {}
                 Err(f) => assert_ne!(f.kind, Kind::ResolverBusy, "{f}"),
             }

@@ -113,9 +113,8 @@ impl<'a> Executor<'a> {
         let job: Job = match &request.endpoint {
             Endpoint::HttpUrl(url) => {
                 let url = url.clone();
-                let set = lanes::lookups(lane);
                 Box::new(move || {
-                    http::run_and_report(&request, &url, timeout, set, |result| {
+                    http::run_and_report(&request, &url, timeout, |result| {
                         outbox.send(Input::Http { token, result })
                     })
                 })

@@ -1,8 +1,6 @@
 //! The request threads, by lane, and their start before the child: each
 //! lane (`core::event::Lane`) has a pool of its own, so drain polls never
-//! wait behind a stuck ECS agent or hook, nor the other way round. Also
-//! which set of lookup threads each lane's names use (`http::Lookups`),
-//! and the start of those, before the child too.
+//! wait behind a stuck ECS agent or hook, nor the other way round.
 
 use log::warn;
 
@@ -52,64 +50,9 @@ pub fn start(config: &Config) {
         .into_iter()
         .chain(config.stop_hooks.iter().map(|t| t.url.clone()))
         .collect();
-    start_lookups(config, &hosts);
     let pool = if urls > 0 { &POLLS } else { &HOOKS };
     if !hosts.is_empty() {
         let _ = pool.submit(Box::new(move || http::check_hosts(hosts)));
-    }
-}
-
-/// Starts the lookup threads the run's names need, before the child (see
-/// `http::prestart_lookups`): one per different host name of the shared
-/// set (the sources' and stop hooks' `hosts`, `--ready-url`, the ECS
-/// agent's protection endpoint), and of the platforms' set (the
-/// Kubernetes API server by name, the ECS task metadata). IP addresses
-/// and `localhost` need none.
-fn start_lookups(config: &Config, hosts: &[String]) {
-    let ecs = config.ecs.as_ref();
-    let shared = hosts
-        .iter()
-        .chain(config.ready_url.as_ref())
-        .chain(ecs.and_then(|e| e.protect.as_ref()).map(|p| &p.agent_uri))
-        .filter_map(|u| http::looked_up_host(u));
-    let mut platform: Vec<String> = ecs
-        .and_then(|e| e.metadata_uri.as_deref())
-        .and_then(http::looked_up_host)
-        .into_iter()
-        .collect();
-    if let Some(crate::proto::k8s_host::Host::Name(name)) = config.k8s.as_ref().map(|k| &k.host) {
-        platform.push(name.clone());
-    }
-    for (set, names) in [
-        (http::Lookups::Shared, distinct(shared)),
-        (http::Lookups::Platform, distinct(platform.into_iter())),
-    ] {
-        if let Err(e) = http::prestart_lookups(set, names) {
-            warn!("cannot start lookup threads ahead: {e}; they start when needed");
-        }
-    }
-}
-
-/// How many different host names (DNS names are case-insensitive).
-fn distinct(names: impl Iterator<Item = String>) -> usize {
-    let mut seen: Vec<String> = Vec::new();
-    for name in names {
-        let name = name.to_ascii_lowercase();
-        if !seen.contains(&name) {
-            seen.push(name);
-        }
-    }
-    seen.len()
-}
-
-/// The set of lookup threads a lane's names use: the platform watch's
-/// requests (the ECS task metadata) have the platforms' own, as the
-/// Kubernetes client does (`http::connect_host`); the rest, the app's URLs,
-/// share theirs.
-pub fn lookups(lane: Lane) -> http::Lookups {
-    match lane {
-        Lane::Watch => http::Lookups::Platform,
-        Lane::Poll | Lane::Protect | Lane::Hook => http::Lookups::Shared,
     }
 }
 
