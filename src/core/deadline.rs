@@ -193,9 +193,10 @@ impl Deadline {
                     at.min(since + Duration::from_secs(p))
                 });
                 let mut deadline = deletion_deadline(since, at, period);
-                if period.is_none() {
+                if period.is_none() && earlier.is_none() {
                     // Nothing bounds the timestamp: never later than the
-                    // deadline the stop began with.
+                    // deadline the stop began with (on a later read, the
+                    // earlier one's bounds it).
                     if let Some(began) = self.began {
                         deadline = deadline.min(began);
                     }
@@ -215,9 +216,12 @@ impl Deadline {
             },
         };
         if let Some(e) = earlier {
-            kill.at = kill.at.min(e.at);
+            // The kill kept, with the period of the read that gave it.
+            if e.at <= kill.at {
+                kill.at = e.at;
+                kill.period = e.period;
+            }
             kill.deadline = kill.deadline.min(e.deadline);
-            kill.period = kill.period.or(e.period);
         }
         let by_kill = kill.deadline;
         self.kill = Some(kill);
@@ -382,6 +386,17 @@ mod tests {
             at: t0 + s(10),
             period: None,
         };
+        let mut later = given(None);
+        let long = Learnt::Kill {
+            at: t0 + s(120),
+            period: Some(120),
+        };
+        let first = later.learn_kill(t0, Some(t0 + s(27)), long).deadline;
+        assert_eq!(first, Some(t0 + s(108)));
+        // A later answer without a period is bounded by the first read,
+        // not pulled back to the deadline the stop began with.
+        assert_eq!(later.learn_kill(t0, first, unbounded).deadline, first);
+        assert_eq!(later.kill().unwrap().period, Some(120));
         assert_eq!(
             d.learn_kill(t0, Some(t0 + s(27)), sooner).deadline,
             Some(t0 + s(8))
