@@ -137,6 +137,9 @@ const REFERENCE_TAIL: &str = "
 An invalid option or variable ends drainit with exit code 2 and one line
 naming it, before any child starts; a mistyped option close to a known
 one names it (`did you mean --grace?`). A `DRAINIT_*` variable drainit
-does not read is a warning at start naming the nearest known name
-(`DRAINIT_DRAIN_ULR`: `DRAINIT_DRAIN_URL`), and the run goes on.
+does not read is a warning at start, naming the nearest known name when
+it is as near as a flag's suggestion must be (at most a third of the
+name after `DRAINIT_` in edits: `DRAINIT_DRAIN_ULR`: `DRAINIT_DRAIN_URL`),
+and the run goes on. `DRAINIT_GIT_COMMIT`, which the build reads, is
+passed by in silence.
 ";
