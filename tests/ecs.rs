@@ -583,11 +583,8 @@ fn the_platforms_sigterm_after_an_ecs_stop_and_a_loop_panic_reaches_the_app_once
     // the app counts the TERMs it gets, and WINCH (forwarded, and
     // delivered after a TERM sent before it) makes it say the count.
     let scratch = Scratch::new("ecs-loop-panic-absorb");
-    let state = Arc::new(Mutex::new(Agent {
-        desired: "STOPPED",
-        ..Agent::default()
-    }));
-    let server = fake_agent(state);
+    let state = Arc::new(Mutex::new(Agent::default()));
+    let server = fake_agent(state.clone());
     let mut d = drainit(["--grace", "40s"])
         .binary(&built(Build::StaticFaults))
         .env("DRAINIT_TEST_FAULT", "event_loop")
@@ -600,7 +597,8 @@ fn the_platforms_sigterm_after_an_ecs_stop_and_a_loop_panic_reaches_the_app_once
         ))
         .start();
     scratch.wait_file("ready");
-    // ECS's stop signals the app.
+    // ECS's stop, once the app's traps are set, signals the app.
+    state.lock().unwrap().desired = "STOPPED";
     scratch.wait_file("terms");
     d.signal(libc::SIGHUP);
     // The fallback's core forwards the HUP the first one failed on.
