@@ -392,7 +392,7 @@ mod k8s {
         finding(&c.lines, "ok", "dry run");
         // The pod's 30 s, less its margin, as a run would take it.
         let deadline = finding(&c.lines, "ok", "the deadline would be");
-        assert!(deadline.contains("27000 ms (from the pod)"), "{deadline}");
+        assert!(deadline.contains("27 s (from the pod)"), "{deadline}");
     }
 
     #[test]

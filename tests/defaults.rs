@@ -67,6 +67,26 @@ fn the_default_grace_fits_the_platform() {
     );
 }
 
+/// A grace given is said at start, once, as the default is: the deadline
+/// it sets, and that the platform's kill must come after it.
+#[test]
+fn a_grace_given_is_said_at_start_as_the_default_is() {
+    let (deadline, stderr) = default_deadline(&[("DRAINIT_GRACE", "12s")]);
+    assert_eq!(deadline, 12_000, "{stderr}");
+    let said = "DRAINIT_GRACE 12s: the deadline is 12000 ms after a stop begins; the platform's own kill must come later";
+    assert_eq!(stderr.matches(said).count(), 1, "{stderr}");
+    assert!(!stderr.contains("by default"), "{stderr}");
+    let (deadline, stderr) = default_deadline(&[("DRAINIT_GRACE", "none")]);
+    assert_eq!(deadline, Value::Null, "{stderr}");
+    assert_eq!(
+        stderr
+            .matches("DRAINIT_GRACE none: no deadline; the app has until the platform's own kill")
+            .count(),
+        1,
+        "{stderr}"
+    );
+}
+
 #[test]
 fn a_malformed_ecs_variable_is_fatal_only_with_ecs_on() {
     let scratch = Scratch::new("ecs-bad-var");

@@ -269,7 +269,8 @@ declare! {
             "8s",
             "with a drain option, 25s on ECS/Kubernetes; else none",
         ),
-        help: "Deadline from the start of a stop; then SIGKILL. 0/none never escalates",
+        help: "Deadline from the start of a stop; then SIGKILL. 0/none never escalates. With \
+               --k8s-protect the default is the pod's terminationGracePeriodSeconds less a margin",
         ..DRAIN_D
     };
     STOP_SIGNALS = Opt {

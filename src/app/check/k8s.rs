@@ -182,7 +182,11 @@ fn deadline(config: &Config, pod: Option<&PodRead>, learnt: Option<Grace>) -> (L
         GraceFrom::Deletion => "from the pod's deletion",
         GraceFrom::Default => "drainit's default",
     };
-    let shown = grace.map_or("none".into(), |g| format!("{} ms", millis(g)));
+    // In the unit the start line and `--grace` use: whole seconds as `s`.
+    let shown = grace.map_or("none".into(), |g| match g.subsec_millis() {
+        0 => format!("{} s", g.as_secs()),
+        _ => format!("{} ms", millis(g)),
+    });
     let head = format!("the deadline would be {shown} ({from})");
     let period = pod.and_then(|p| p.grace_seconds);
     match (deadline.from(), period) {

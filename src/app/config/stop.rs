@@ -116,7 +116,23 @@ fn grace(
     notices: &mut Vec<Notice>,
 ) -> Result<Option<Duration>, UsageError> {
     if let Some(s) = env.setting(&options::GRACE)? {
-        return s.parse(parse_grace);
+        let grace = s.parse(parse_grace)?;
+        // Given, it gets its line as the default does: the platform's own
+        // kill is what it must stay under, and only the operator knows it.
+        notices.push(Notice::Info(match grace {
+            Some(g) => format!(
+                "{} {}: the deadline is {} ms after a stop begins; the platform's own kill must come later",
+                s.origin,
+                s.text.trim(),
+                millis(g)
+            ),
+            None => format!(
+                "{} {}: no deadline; the app has until the platform's own kill",
+                s.origin,
+                s.text.trim()
+            ),
+        }));
+        return Ok(grace);
     }
     if !drain_active {
         return Ok(None);
