@@ -34,29 +34,31 @@ fn main() {
         let mut signo = 0;
         // SAFETY: waits on a valid set for a blocked signal.
         unsafe { libc::sigwait(&set, &mut signo) };
-        eprintln!(
+        say(format!(
             "[demo] SIGTERM: no new jobs; finishing {} in flight",
             a.load(Ordering::SeqCst)
-        );
+        ));
         s.store(true, Ordering::SeqCst);
         while a.load(Ordering::SeqCst) > 0 {
             std::thread::sleep(Duration::from_secs(1));
             let left = a.fetch_sub(1, Ordering::SeqCst) - 1;
-            eprintln!("[demo] finished a job, {left} left");
+            say(format!("[demo] finished a job, {left} left"));
         }
-        eprintln!("[demo] all work done: ready for termination");
+        say("[demo] all work done: ready for termination".into());
     });
 
     let listener = match TcpListener::bind(format!("127.0.0.1:{port}")) {
         Ok(listener) => listener,
         Err(e) => {
-            eprintln!(
+            say(format!(
                 "[demo] cannot listen on 127.0.0.1:{port}: {e} (set DEMO_PORT to another port)"
-            );
+            ));
             std::process::exit(1);
         }
     };
-    eprintln!("[demo] serving http://127.0.0.1:{port}/drain with {jobs} jobs in flight");
+    say(format!(
+        "[demo] serving http://127.0.0.1:{port}/drain with {jobs} jobs in flight"
+    ));
     for stream in listener.incoming().flatten() {
         let mut stream = stream;
         let mut buf = [0u8; 1024];
@@ -75,4 +77,10 @@ fn main() {
             body.len()
         );
     }
+}
+
+/// One line to stderr in one write: unbuffered, `eprintln!` writes each
+/// piece of its format on its own, and drainit's lines land between them.
+fn say(line: String) {
+    let _ = std::io::stderr().write_all(format!("{line}\n").as_bytes());
 }

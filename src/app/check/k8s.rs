@@ -108,7 +108,7 @@ impl Pod {
             }
             (Verdict::Applied, Step::Patch) => (
                 Level::Ok,
-                "accepted (through RBAC and admission; nothing written)".into(),
+                "accepted (RBAC allows it, and an admission policy, if any, allowed it; nothing written)".into(),
             ),
             (Verdict::Unauthenticated, _) => (Level::Error, "401: the token was refused".into()),
             (Verdict::Forbidden(message), _) => (

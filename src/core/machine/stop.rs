@@ -92,7 +92,7 @@ impl Machine<'_> {
                 self.abandon_all("drainit escalates");
                 match reason {
                     // The designed end of a drained stop, not a failure.
-                    Escalation::Ready => info!("drained; releasing the app"),
+                    Escalation::Ready => info!("drained, but the app did not exit within --ready-grace: ending it with SIGKILL (the stop still counts as drained)"),
                     Escalation::Deadline => {
                         warn!("deadline reached; sending SIGKILL to the child's process group")
                     }
@@ -287,7 +287,9 @@ impl Machine<'_> {
         );
         match ended {
             Ended::Exited(code) => info!("main child exited with status {code}"),
-            Ended::Signaled(libc::SIGKILL) if released => info!("main child released"),
+            Ended::Signaled(libc::SIGKILL) if released => {
+                info!("main child ended by that SIGKILL after draining (outcome drained)")
+            }
             Ended::Signaled(signo) => info!("main child was killed by {}", signal_name(signo)),
         }
         self.summary.child_status = Some(ended);
