@@ -130,10 +130,7 @@ fn names_dir(s: &Scratch, lines: &str, resolver: &str, options: &str) -> std::pa
 /// of its own (for a drainit that is not PID 1; `service_account_at`
 /// makes one otherwise), and `dir`'s `hosts` and `resolv.conf` bound over
 /// /etc's.
-fn names_at(
-    dir: &Path,
-    own_namespace: bool,
-) -> impl FnMut() -> std::io::Result<()> + Send + Sync {
+fn names_at(dir: &Path, own_namespace: bool) -> impl FnMut() -> std::io::Result<()> + Send + Sync {
     let c = |p: &Path| CString::new(path_str(p)).unwrap();
     let binds = [
         (c(&dir.join("hosts")), c("/etc/hosts".as_ref())),
@@ -235,8 +232,7 @@ mod platform {
             for name in &hung {
                 args.extend(["--drain-url".into(), format!("http://{name}:8080/drain")]);
             }
-            let (mut mount_sa, mut mount_names) =
-                (service_account_at(&sa), names_at(&etc, false));
+            let (mut mount_sa, mut mount_names) = (service_account_at(&sa), names_at(&etc, false));
             let mut d = drainit(args)
                 .with_args(sh(
                     &s,
@@ -343,7 +339,9 @@ fn a_flood_of_the_c_librarys_signals_during_lookups_never_ends_drainit() {
         });
         // The stop: polls by name from now on.
         d.signal(libc::SIGINT);
-        wait_for("polls by name", PATIENCE, || (drain.count() >= 8).then_some(()));
+        wait_for("polls by name", PATIENCE, || {
+            (drain.count() >= 8).then_some(())
+        });
         let polls = drain.count();
         let mut sent = 0;
         while drain.count() < polls + 200 && sent < 20_000 {
@@ -361,7 +359,10 @@ fn a_flood_of_the_c_librarys_signals_during_lookups_never_ends_drainit() {
             });
             if d.try_code().is_some() {
                 let status = d.wait_status(PATIENCE);
-                panic!("{binary} ended during the flood ({status:?}): {}", d.stderr());
+                panic!(
+                    "{binary} ended during the flood ({status:?}): {}",
+                    d.stderr()
+                );
             }
         }
         assert!(drain.count() >= polls + 200, "{binary}: too few polls");
