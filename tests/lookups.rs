@@ -10,11 +10,7 @@
 mod support;
 
 use std::ffi::CString;
-use std::net::UdpSocket;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use support::server::{json, Server};
 use support::*;
@@ -23,91 +19,6 @@ use support::*;
 /// built and the static musl release that ships.
 fn builds() -> Vec<String> {
     vec![built(Build::Static), DRAINIT.to_string()]
-}
-
-/// A nameserver that never answers, on a loopback address of its own
-/// (all of 127/8 is loopback) so that runs side by side never share it.
-/// It keeps the names it was asked for.
-struct DeadResolver {
-    address: String,
-    names: Arc<Mutex<Vec<String>>>,
-    stop: Arc<AtomicBool>,
-}
-
-impl DeadResolver {
-    fn start() -> DeadResolver {
-        let seed = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos()
-            ^ std::process::id().rotate_left(16);
-        for attempt in 0u32..50 {
-            let n = seed.wrapping_add(attempt.wrapping_mul(0x9e37_79b9));
-            let address = format!(
-                "127.{}.{}.{}",
-                1 + n % 250,
-                (n >> 8) % 256,
-                2 + (n >> 16) % 250
-            );
-            if let Ok(sink) = UdpSocket::bind((address.as_str(), 53)) {
-                return DeadResolver::serve(address, sink);
-            }
-        }
-        panic!("cannot bind a loopback :53 (tests run as root)");
-    }
-
-    fn serve(address: String, sink: UdpSocket) -> DeadResolver {
-        let names = Arc::new(Mutex::new(Vec::new()));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (seen, done) = (Arc::clone(&names), Arc::clone(&stop));
-        sink.set_read_timeout(Some(Duration::from_millis(100)))
-            .unwrap();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 1500];
-            while !done.load(Ordering::SeqCst) {
-                // Swallowed: no answer, and no ICMP error cuts the wait short.
-                if let Ok((n, _)) = sink.recv_from(&mut buf) {
-                    if let Some(name) = query_name(&buf[..n]) {
-                        let mut seen = seen.lock().unwrap();
-                        if !seen.contains(&name) {
-                            seen.push(name);
-                        }
-                    }
-                }
-            }
-        });
-        DeadResolver {
-            address,
-            names,
-            stop,
-        }
-    }
-
-    /// The names asked for so far, each once.
-    fn names(&self) -> Vec<String> {
-        self.names.lock().unwrap().clone()
-    }
-}
-
-impl Drop for DeadResolver {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-    }
-}
-
-/// The name of a DNS query: its labels after the 12-byte header.
-fn query_name(packet: &[u8]) -> Option<String> {
-    let mut at = 12;
-    let mut labels = Vec::new();
-    loop {
-        let len = *packet.get(at)? as usize;
-        if len == 0 {
-            return Some(labels.join("."));
-        }
-        let label = packet.get(at + 1..at + 1 + len)?;
-        labels.push(String::from_utf8_lossy(label).into_owned());
-        at += 1 + len;
-    }
 }
 
 /// A directory with `hosts` (`localhost`, then `lines`) and `resolv.conf`
@@ -193,7 +104,96 @@ fn names_at(dir: &Path, own_namespace: bool) -> impl FnMut() -> std::io::Result<
 #[cfg(feature = "k8s")]
 mod platform {
     use super::*;
+    use std::net::UdpSocket;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
     use support::k8s_api::{self, FakeApi};
+
+    /// A nameserver that never answers, on a loopback address of its own
+    /// (all of 127/8 is loopback) so that runs side by side never share it.
+    /// It keeps the names it was asked for.
+    struct DeadResolver {
+        address: String,
+        names: Arc<Mutex<Vec<String>>>,
+        stop: Arc<AtomicBool>,
+    }
+
+    impl DeadResolver {
+        fn start() -> DeadResolver {
+            let seed = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .subsec_nanos()
+                ^ std::process::id().rotate_left(16);
+            for attempt in 0u32..50 {
+                let n = seed.wrapping_add(attempt.wrapping_mul(0x9e37_79b9));
+                let address = format!(
+                    "127.{}.{}.{}",
+                    1 + n % 250,
+                    (n >> 8) % 256,
+                    2 + (n >> 16) % 250
+                );
+                if let Ok(sink) = UdpSocket::bind((address.as_str(), 53)) {
+                    return DeadResolver::serve(address, sink);
+                }
+            }
+            panic!("cannot bind a loopback :53 (tests run as root)");
+        }
+
+        fn serve(address: String, sink: UdpSocket) -> DeadResolver {
+            let names = Arc::new(Mutex::new(Vec::new()));
+            let stop = Arc::new(AtomicBool::new(false));
+            let (seen, done) = (Arc::clone(&names), Arc::clone(&stop));
+            sink.set_read_timeout(Some(Duration::from_millis(100)))
+                .unwrap();
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 1500];
+                while !done.load(Ordering::SeqCst) {
+                    // Swallowed: no answer, and no ICMP error cuts the wait short.
+                    if let Ok((n, _)) = sink.recv_from(&mut buf) {
+                        if let Some(name) = query_name(&buf[..n]) {
+                            let mut seen = seen.lock().unwrap();
+                            if !seen.contains(&name) {
+                                seen.push(name);
+                            }
+                        }
+                    }
+                }
+            });
+            DeadResolver {
+                address,
+                names,
+                stop,
+            }
+        }
+
+        /// The names asked for so far, each once.
+        fn names(&self) -> Vec<String> {
+            self.names.lock().unwrap().clone()
+        }
+    }
+
+    impl Drop for DeadResolver {
+        fn drop(&mut self) {
+            self.stop.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// The name of a DNS query: its labels after the 12-byte header.
+    fn query_name(packet: &[u8]) -> Option<String> {
+        let mut at = 12;
+        let mut labels = Vec::new();
+        loop {
+            let len = *packet.get(at)? as usize;
+            if len == 0 {
+                return Some(labels.join("."));
+            }
+            let label = packet.get(at + 1..at + 1 + len)?;
+            labels.push(String::from_utf8_lossy(label).into_owned());
+            at += 1 + len;
+        }
+    }
 
     const POD: &str = "worker-7d9f-x2";
     const API: &str = "api.lookups.test";
@@ -366,6 +366,12 @@ fn a_flood_of_the_c_librarys_signals_during_lookups_never_ends_drainit() {
             }
         }
         assert!(drain.count() >= polls + 200, "{binary}: too few polls");
+        eprintln!(
+            "{binary}: {sent} rounds of 32-34 during {} polls; the child took {} of 32, {} of 33",
+            drain.count() - polls,
+            count(32),
+            count(33)
+        );
         // Still forwarding, still the child's parent.
         d.signal(libc::SIGUSR1);
         wait_for("USR1 at the child", PATIENCE, || {
