@@ -23,9 +23,39 @@ fn field<'a>(status: &'a str, name: &str) -> &'a str {
         .unwrap_or_else(|| panic!("{name} missing in {status}"))
 }
 
+/// Sets the C libraries' 32 and 33 to `handler` with the raw call (libc's
+/// `signal` refuses them): code for `Launch::before_exec`.
+fn set_32_and_33(handler: usize) -> impl FnMut() -> std::io::Result<()> + Send + Sync {
+    move || {
+        let mut action = [0usize; 16];
+        action[0] = handler;
+        for signo in [32, 33] {
+            // SAFETY: rt_sigaction reads the action (handler first, the
+            // rest zero), which outlives the call.
+            let rc = unsafe {
+                libc::syscall(
+                    libc::SYS_rt_sigaction,
+                    signo,
+                    action.as_ptr(),
+                    std::ptr::null::<usize>(),
+                    8usize,
+                )
+            };
+            if rc != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    }
+}
+
 #[test]
 fn a_command_starts_with_a_clean_signal_state_and_quiet_stdio() {
-    for binary in builds() {
+    let reserved: u64 = (1 << 31) | (1 << 32);
+    for (binary, handler) in builds()
+        .into_iter()
+        .flat_map(|b| [(b.clone(), libc::SIG_DFL), (b, libc::SIG_IGN)])
+    {
         let scratch = Scratch::new("spawn-clean");
         let hook = format!(
             "sh -c 'D={}; cat /proc/self/status > \"$D/status\"; \
@@ -36,16 +66,25 @@ fn a_command_starts_with_a_clean_signal_state_and_quiet_stdio() {
         );
         let mut d = drainit(["--stop-exec", &hook, "--grace", "20s"])
             .binary(&binary)
+            .before_exec(set_32_and_33(handler))
             .with_args(sh(
                 &scratch,
                 "trap 'exit 0' TERM; touch \"$D/ready\"; while :; do sleep 0.05; done",
             ))
             .start();
         scratch.wait_file("ready");
-        // What drainit ignores because it inherited so (the launcher's
-        // posix_spawn may leave 32 ignored) passes on; SIGPIPE is reset.
+        // What drainit ignores because it inherited so passes on; SIGPIPE
+        // is reset, and 32 and 33, which drainit ignores whatever it
+        // inherited (glibc then puts its handler on 33), are what drainit
+        // inherited.
         let own = std::fs::read_to_string(format!("/proc/{}/status", d.pid())).unwrap();
-        let inherited = u64::from_str_radix(field(&own, "SigIgn:"), 16).unwrap();
+        let own = u64::from_str_radix(field(&own, "SigIgn:"), 16).unwrap();
+        assert_ne!(own & 1 << 31, 0, "{binary}: drainit's own SigIgn {own:x}");
+        let inherited = if handler == libc::SIG_IGN {
+            own | reserved
+        } else {
+            own & !reserved
+        };
         d.signal(libc::SIGTERM);
         assert_eq!(d.wait_code(), 0, "{binary}: {}", d.stderr());
         let status = scratch.read("status");
@@ -53,7 +92,7 @@ fn a_command_starts_with_a_clean_signal_state_and_quiet_stdio() {
         assert_eq!(
             ignored,
             inherited & !(1 << (libc::SIGPIPE - 1)),
-            "{binary}: the command's SigIgn"
+            "{binary} (32 and 33 inherited at {handler}): the command's SigIgn"
         );
         for name in ["SigBlk:", "SigCgt:"] {
             assert_eq!(

@@ -21,9 +21,38 @@ use crate::proto::exchange::Request;
 use crate::proto::http::*;
 use crate::proto::http_decoder::{Decoder, Step};
 
-/// Name lookups that may be outstanding at once (a hung resolver keeps its
-/// thread; getaddrinfo cannot be cancelled).
+/// Lookups of the app's names that may be outstanding at once (a hung
+/// resolver keeps its thread; getaddrinfo cannot be cancelled).
 pub const MAX_LOOKUPS: usize = 4;
+/// Lookups of the platform's names that may be outstanding at once, beside
+/// the app's.
+pub const MAX_PLATFORM_LOOKUPS: usize = 2;
+
+/// Whose name a lookup is for. Each has slots of its own, so names of the
+/// app's endpoints that hang at the resolver (a drain URL's, at every poll)
+/// never starve the platform's own requests, nor the other way round; all
+/// lookup threads together stay within `MAX_LOOKUPS +
+/// MAX_PLATFORM_LOOKUPS`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lookups {
+    /// The app's endpoints: drain sources, `--stop-url` hooks,
+    /// `--ready-url`, probes.
+    App,
+    /// The platform's endpoints: the Kubernetes API server (and the
+    /// clouds' metadata services, when one is reached by name).
+    Platform,
+}
+
+impl Lookups {
+    fn slots(self) -> &'static Slots {
+        static APP: Slots = Slots::new(MAX_LOOKUPS);
+        static PLATFORM: Slots = Slots::new(MAX_PLATFORM_LOOKUPS);
+        match self {
+            Lookups::App => &APP,
+            Lookups::Platform => &PLATFORM,
+        }
+    }
+}
 
 fn io_failure(e: &io::Error) -> Failure {
     match e.kind() {
@@ -44,16 +73,59 @@ fn left(deadline: Instant) -> Result<Duration, Failure> {
     Ok(left)
 }
 
-/// Names with a lookup running, at most `MAX_LOOKUPS`.
-static LOOKUPS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+/// Names with a lookup running, at most `bound` (one kind of `Lookups`).
+struct Slots {
+    names: Mutex<Vec<String>>,
+    bound: usize,
+}
 
-/// A name's place in `LOOKUPS`, given up when its lookup ends.
-struct Lookup(String);
+impl Slots {
+    const fn new(bound: usize) -> Slots {
+        Slots {
+            names: Mutex::new(Vec::new()),
+            bound,
+        }
+    }
+
+    /// A place for `host`'s lookup. One lookup per name at a time: a
+    /// request that finds one running, or every place taken, fails at once
+    /// (the next poll tries again).
+    fn take(&'static self, host: &str) -> Result<Lookup, Failure> {
+        let mut names = self.names.lock().unwrap_or_else(PoisonError::into_inner);
+        if names.iter().any(|n| n == host) {
+            return Err(Failure::new(
+                Kind::ResolverBusy,
+                &format!("the lookup of {host} from an earlier request is still running"),
+            ));
+        }
+        if names.len() >= self.bound {
+            return Err(Failure::new(
+                Kind::ResolverBusy,
+                &format!("{} name lookups are still running", self.bound),
+            ));
+        }
+        names.push(host.to_string());
+        Ok(Lookup {
+            slots: self,
+            name: host.to_string(),
+        })
+    }
+}
+
+/// A name's place in its `Slots`, given up when its lookup ends.
+struct Lookup {
+    slots: &'static Slots,
+    name: String,
+}
 
 impl Drop for Lookup {
     fn drop(&mut self) {
-        let mut names = LOOKUPS.lock().unwrap_or_else(PoisonError::into_inner);
-        names.retain(|n| *n != self.0);
+        let mut names = self
+            .slots
+            .names
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        names.retain(|n| *n != self.name);
     }
 }
 
@@ -72,7 +144,7 @@ pub fn check_hosts(urls: Vec<String>) {
         .filter(|u| crate::util::text::first_time(&mut seen, &u.host));
     for crate::proto::http::Url { host, port, .. } in names {
         let deadline = Instant::now() + HOST_CHECK_TIMEOUT;
-        if let Err(failure) = addresses(&host, port, deadline) {
+        if let Err(failure) = addresses(&host, port, deadline, Lookups::App) {
             log::warn!(
                 "host {} of a drain or stop URL does not resolve now ({failure}); requests to it fail until it does",
                 crate::util::text::escape(&host, 100)
@@ -84,7 +156,12 @@ pub fn check_hosts(urls: Vec<String>) {
 /// How long the start-up check waits for one name.
 const HOST_CHECK_TIMEOUT: Duration = Duration::from_secs(5);
 
-fn addresses(host: &str, port: u16, deadline: Instant) -> Result<Vec<SocketAddr>, Failure> {
+fn addresses(
+    host: &str,
+    port: u16,
+    deadline: Instant,
+    lookups: Lookups,
+) -> Result<Vec<SocketAddr>, Failure> {
     if let Ok(ip) = host.parse::<IpAddr>() {
         return Ok(vec![SocketAddr::new(ip, port)]);
     }
@@ -94,31 +171,22 @@ fn addresses(host: &str, port: u16, deadline: Instant) -> Result<Vec<SocketAddr>
             SocketAddr::new(Ipv6Addr::LOCALHOST.into(), port),
         ]);
     }
-    lookup(host, port, deadline)
+    lookup(host, port, deadline, lookups)
 }
 
 /// getaddrinfo on a detached thread, waited for until the deadline: it
 /// cannot be cancelled, so a hung resolver keeps its thread, but never the
-/// request. One lookup per name at a time; a request that finds one
-/// running fails at once (the next poll tries again).
-fn lookup(host: &str, port: u16, deadline: Instant) -> Result<Vec<SocketAddr>, Failure> {
-    {
-        let mut names = LOOKUPS.lock().unwrap_or_else(PoisonError::into_inner);
-        if names.iter().any(|n| n == host) {
-            return Err(Failure::new(
-                Kind::ResolverBusy,
-                &format!("the lookup of {host} from an earlier request is still running"),
-            ));
-        }
-        if names.len() >= MAX_LOOKUPS {
-            return Err(Failure::new(
-                Kind::ResolverBusy,
-                &format!("{MAX_LOOKUPS} name lookups are still running"),
-            ));
-        }
-        names.push(host.to_string());
-    }
-    let pending = Lookup(host.to_string());
+/// request. The thread is started by the request's own thread, so it sees
+/// the files that one sees (`/etc/hosts`, `resolv.conf`: a thread of its
+/// own mount namespace, as the tests make). One lookup per name at a time,
+/// within the slots of `lookups` (`Slots::take`).
+fn lookup(
+    host: &str,
+    port: u16,
+    deadline: Instant,
+    lookups: Lookups,
+) -> Result<Vec<SocketAddr>, Failure> {
+    let pending = lookups.slots().take(host)?;
     let slot = Arc::new(Slot::default());
     let reply = Reply(Arc::clone(&slot));
     let name = host.to_string();
@@ -273,17 +341,22 @@ pub fn send_for_status(target: &Target, timeout: Duration) -> Result<u16, Failur
 
 /// A connection to `host:port` by the deadline: an IP literal or
 /// `localhost` at once, a name looked up first as every request's is
-/// (`lookup`), each address tried in turn (the Kubernetes client's
-/// connect, `io::tls`).
-pub fn connect_host(host: &str, port: u16, deadline: Instant) -> Result<TcpStream, Failure> {
-    let addrs = addresses(host, port, deadline)?;
+/// (`lookup`, in the slots of `lookups`), each address tried in turn (the
+/// Kubernetes client's connect, `io::tls`, with the platform's slots).
+pub fn connect_host(
+    host: &str,
+    port: u16,
+    deadline: Instant,
+    lookups: Lookups,
+) -> Result<TcpStream, Failure> {
+    let addrs = addresses(host, port, deadline, lookups)?;
     connect(&addrs, deadline)
 }
 
 /// A TCP connect to `host:port` within `timeout` (`--probe tcp://`).
 pub fn connect_only(host: &str, port: u16, timeout: Duration) -> Result<(), Failure> {
     let deadline = Instant::now() + timeout.max(Duration::from_millis(1));
-    let addrs = addresses(host, port, deadline)?;
+    let addrs = addresses(host, port, deadline, Lookups::App)?;
     connect(&addrs, deadline).map(drop)
 }
 
@@ -298,7 +371,7 @@ fn exchange(
 ) -> Result<Response, Failure> {
     let deadline = Instant::now() + timeout.max(Duration::from_millis(1));
     let url = parse_url(&target.url).map_err(|e| Failure::new(Kind::Internal, &e))?;
-    let addrs = addresses(&url.host, url.port, deadline)?;
+    let addrs = addresses(&url.host, url.port, deadline, Lookups::App)?;
     let mut stream = connect(&addrs, deadline)?;
     let _ = stream.set_nodelay(true);
     let io = |e: io::Error| io_failure(&e);
@@ -543,12 +616,13 @@ mod tests {
     #[test]
     fn literals_and_localhost_never_wait_on_a_resolver() {
         let past = Instant::now();
+        let app = Lookups::App;
         assert_eq!(
-            addresses("::1", 8, past).unwrap(),
+            addresses("::1", 8, past, app).unwrap(),
             vec![SocketAddr::from(([0u16, 0, 0, 0, 0, 0, 0, 1], 8))]
         );
-        assert_eq!(addresses("10.0.0.1", 8, past).unwrap().len(), 1);
-        let local = addresses("LocalHost", 8, past).unwrap();
+        assert_eq!(addresses("10.0.0.1", 8, past, app).unwrap().len(), 1);
+        let local = addresses("LocalHost", 8, past, Lookups::Platform).unwrap();
         assert_eq!(local.len(), 2);
         assert!(local[0].is_ipv4() && local[1].is_ipv6());
     }
@@ -609,11 +683,36 @@ mod tests {
     #[test]
     fn a_finished_lookup_frees_its_name_before_answering() {
         // localhost through the resolver (/etc/hosts), not the shortcut.
-        for _ in 0..200 {
-            match lookup("localhost", 80, Instant::now() + Duration::from_secs(10)) {
-                Ok(_) => {}
-                Err(f) => assert_ne!(f.kind, Kind::ResolverBusy, "{f}"),
+        for lookups in [Lookups::App, Lookups::Platform] {
+            for _ in 0..200 {
+                let deadline = Instant::now() + Duration::from_secs(10);
+                match lookup("localhost", 80, deadline, lookups) {
+                    Ok(_) => {}
+                    Err(f) => assert_ne!(f.kind, Kind::ResolverBusy, "{f}"),
+                }
             }
         }
+    }
+
+    #[test]
+    fn each_kind_of_lookup_has_slots_of_its_own() {
+        static SLOTS: Slots = Slots::new(2);
+        let a = SLOTS.take("a.test").unwrap();
+        let again = SLOTS.take("a.test").err().unwrap();
+        assert_eq!(again.kind, Kind::ResolverBusy);
+        assert!(again.detail.contains("earlier request"), "{again}");
+        let b = SLOTS.take("b.test").unwrap();
+        let full = SLOTS.take("c.test").err().unwrap();
+        assert!(full.detail.contains("2 name lookups"), "{full}");
+        drop(a);
+        let _c = SLOTS.take("c.test").unwrap();
+        drop(b);
+        // The app's and the platform's are not the same places.
+        let (app, platform) = (Lookups::App.slots(), Lookups::Platform.slots());
+        assert!(!std::ptr::eq(app, platform));
+        assert_eq!(
+            (app.bound, platform.bound),
+            (MAX_LOOKUPS, MAX_PLATFORM_LOOKUPS)
+        );
     }
 }

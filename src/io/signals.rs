@@ -7,7 +7,9 @@
 //! one-second timeout), so no code ever runs in a signal handler. The state it
 //! inherited (mask and the few dispositions it changes) is captured before
 //! `main` and restored in the child, so `nohup drainit -- app` still ignores
-//! SIGHUP in the app, as it would under tini.
+//! SIGHUP in the app, as it would under tini. The C libraries' cancellation
+//! signals (32, 33) drainit also sets to SIG_IGN, for the moment a new
+//! thread is born with one unblocked (`ignore_reserved`).
 //!
 //! The one forwarding rule: a signal is forwarded only when another process
 //! sent it (see [`Received::from_outside`]). What the kernel does with each
@@ -258,6 +260,40 @@ pub fn capture_and_block() {
             reserved_ignored: [is_ignored(32), is_ignored(33)],
         });
     }
+    ignore_reserved();
+}
+
+/// Sets the C libraries' cancellation signals, 32 and 33, to SIG_IGN for
+/// drainit's whole life; the child gets back what drainit inherited
+/// (`Inherited::reserved_ignored`, `spawn`). Both C libraries start every
+/// new thread with their own unblocked (musl's 33, glibc's 32) for its
+/// first instructions, until the thread blocks it again
+/// (`threads::spawn_thread`), and neither puts a handler on it before a
+/// thread is cancelled: at SIG_DFL, a `kill -33` (or -32) taken by a
+/// thread being born (a name lookup's, a request thread's, at any time
+/// after the child started) ended drainit. At SIG_IGN that copy is
+/// discarded instead, and no other is: the kernel never drops a blocked
+/// signal as ignored when it is sent (the main thread blocks it, or
+/// waits on it), so it waits in the queue for the loop, which forwards
+/// it. Setting SIG_IGN discards a copy already pending, so this runs at
+/// the very start (`capture_and_block`), before anyone had a reason to
+/// send one. glibc's later handler on 33 (its set*id broadcast, which
+/// drainit never uses) replaces the SIG_IGN and ignores what it did not
+/// send itself.
+fn ignore_reserved() {
+    for signo in [32, 33] {
+        let _ = ignore_raw(signo);
+    }
+}
+
+/// Whether the C library's signal `signo` (32 or 33) came in at SIG_IGN,
+/// as captured before `main`; None when nothing was captured (drainit
+/// then never changed it). Async-signal-safe (a load), for the spawner's
+/// child.
+pub(crate) fn inherited_ignored(signo: libc::c_int) -> Option<bool> {
+    INHERITED
+        .get()
+        .map(|inherited| inherited.reserved_ignored(signo))
 }
 
 /// The signal's disposition is SIG_IGN, asked of the kernel directly: the

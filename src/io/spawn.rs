@@ -66,8 +66,9 @@ pub const DEFAULT_PATH: &[u8] = b"/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/
 const STACK_SIZE: usize = 16 * 1024;
 const PATH_MAX: usize = libc::PATH_MAX as usize;
 
-/// Signals drainit may hold a handler for, set back to the default in
-/// the child before anything is unblocked.
+/// Signals drainit may hold a handler for (or, 32 and 33, ignores
+/// itself), set back to the default in the child before anything is
+/// unblocked.
 const HANDLED_BY_SOMEONE: [i32; 5] = [libc::SIGSEGV, libc::SIGBUS, 32, 33, 34];
 
 /// The stack every child starts on, one child at a time (`SPAWNING`).
@@ -317,7 +318,9 @@ fn prepare_and_exec(plan: &Plan) -> i32 {
     unsafe {
         // No handler may ever run here: it would run on drainit's memory.
         // One call each sets the default and reads what was there; one
-        // that was ignored is ignored again (exec keeps SIG_IGN).
+        // that was ignored is ignored again (exec keeps SIG_IGN). 32 and
+        // 33 drainit ignores itself (`signals::ignore_reserved`): ignored
+        // again only when drainit inherited them so.
         for signo in HANDLED_BY_SOMEONE {
             let new = [libc::SIG_DFL, 0, 0, 0];
             let mut old = [0usize; 8];
@@ -328,7 +331,12 @@ fn prepare_and_exec(plan: &Plan) -> i32 {
                 old.as_mut_ptr(),
                 8usize,
             );
-            if rc == 0 && old[0] == libc::SIG_IGN {
+            let was_ignored = rc == 0 && old[0] == libc::SIG_IGN;
+            let ignored = match signo {
+                32 | 33 => crate::io::signals::inherited_ignored(signo).unwrap_or(was_ignored),
+                _ => was_ignored,
+            };
+            if ignored {
                 set_raw(signo, libc::SIG_IGN);
             }
         }

@@ -41,10 +41,12 @@ pub fn spawn_thread(
         .name(name.into())
         .stack_size(stack_size)
         .spawn(move || {
-            // Both C libraries unblock their own signals (32-34) in a new
-            // thread, whatever its creator blocked: block them again, or a
-            // `kill -33` sent to drainit could land here and end it (or be
-            // lost). Nothing in drainit may call set*id from a thread:
+            // Both C libraries unblock their own cancellation signal (musl
+            // 33, glibc 32) in a new thread, whatever its creator blocked:
+            // block it again, or every `kill -33` sent to drainit could
+            // land here, where it is discarded (drainit ignores both, so it
+            // cannot end drainit: `signals::ignore_reserved`) instead of
+            // forwarded. Nothing in drainit may call set*id from a thread:
             // glibc would wait on 33 for every thread.
             crate::io::signals::block_handled();
             opened();

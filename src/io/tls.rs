@@ -9,7 +9,8 @@
 //! The bounds: one deadline for the whole exchange (a name's lookup,
 //! connect, handshake, request, answer; the lookup is the HTTP client's,
 //! `io::http::connect_host`, on a thread of its own that the exchange
-//! waits for only until the deadline), every socket read and write waits
+//! waits for only until the deadline, in the platform's own slots, which
+//! the app's hung names never take), every socket read and write waits
 //! at most until it, and what the server sends passes the HTTP client's
 //! `Decoder` with the API server's larger bounds
 //! (`proto::k8s::API_BODY_LIMIT`, a pod can be over a MiB, and
@@ -303,7 +304,12 @@ pub fn send(exchange: &Exchange) -> Result<(Response, Vec<u8>), Failure> {
     let mut conn = ClientConnection::new(Arc::new(config), name)
         .map_err(|_| Failure::new(Kind::Internal, "TLS set-up: no client connection"))?;
     let failure = |e: io::Error| failure(&e, by_name);
-    let tcp = crate::io::http::connect_host(&exchange.host.to_string(), exchange.port, deadline)?;
+    let tcp = crate::io::http::connect_host(
+        &exchange.host.to_string(),
+        exchange.port,
+        deadline,
+        crate::io::http::Lookups::Platform,
+    )?;
     let _ = tcp.set_nodelay(true);
     let mut sock = Timed {
         tcp: &tcp,

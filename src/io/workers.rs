@@ -54,9 +54,11 @@ impl Pool {
 
     /// Starts threads until the pool holds `n` (at most its size), idle
     /// until jobs come. Done before the child starts: a thread is born
-    /// with the C library's own signals unblocked for a moment (musl
-    /// unblocks 33 in every new thread), and a `kill -33` landing then
-    /// would end drainit; before the child, nobody has a reason to send.
+    /// with the C library's own signal unblocked for a moment (musl
+    /// unblocks 33 in every new thread, glibc 32), and a copy it takes
+    /// then is discarded (drainit ignores both: `signals::ignore_reserved`)
+    /// rather than forwarded; before the child, nobody has a reason to
+    /// send.
     pub fn prestart(&'static self, n: usize) -> std::io::Result<()> {
         while self.threads() < n.min(self.size) {
             self.lock().threads += 1;
