@@ -56,7 +56,8 @@ pub fn main() -> ExitCode {
                 .exit_report
                 .as_deref()
                 .unwrap_or(std::path::Path::new(""));
-            say_early(&format!("drainit: --exit-report {}: {e}", path.display()));
+            let path = cut(&path.to_string_lossy(), crate::util::text::ECHO_MAX).into_owned();
+            say_early(&format!("drainit: --exit-report {path}: {e}"));
             return usage_error;
         }
     };
@@ -216,13 +217,15 @@ impl Mode {
 fn command_line_error(e: &clap::Error) -> String {
     let mut text = e.to_string();
     // The values clap echoes may hold a secret (a URL given to a switch,
-    // `--notify=http://user:pw@host`): redacted, clap's own words kept.
+    // `--notify=http://user:pw@host`): redacted and cut to 256
+    // characters, clap's own words kept.
     // In the whole text, before its first line is taken: a value read
     // from a secret often ends in a newline, which would cut the line.
     for kind in [ContextKind::InvalidValue, ContextKind::InvalidArg] {
         if let Some(ContextValue::String(typed)) = e.get(kind) {
-            let shown = crate::util::redact::value(typed);
-            if shown != *typed {
+            let redacted = crate::util::redact::value(typed);
+            let shown = crate::util::text::echo(&redacted);
+            if shown != typed.as_str() {
                 text = text.replace(typed.as_str(), &shown);
             }
         }
