@@ -285,15 +285,24 @@ fn longest_run(text: &str, c: char) -> usize {
 #[test]
 fn usage_errors_echo_at_most_256_characters_of_a_value() {
     let long = "q".repeat(20_000);
-    let cases: Vec<(Vec<&str>, Vec<(&str, &str)>)> = vec![
+    let flag = format!("--{long}");
+    let path = format!("/{long}/{long}");
+    #[allow(unused_mut)]
+    let mut cases: Vec<(Vec<&str>, Vec<(&str, &str)>)> = vec![
         (vec!["--stop-exec", &long], vec![]),
-        (vec![&long], vec![]),
+        (vec!["--stop-exec", &path], vec![]),
+        (vec![&flag], vec![]),
         (vec![], vec![("DRAINIT_GRACE", &long)]),
-        (vec!["--stop-signal", &long], vec![]),
-        (vec![], vec![("DRAINIT_STOP_SIGNAL", &long)]),
+        (vec!["--stop-signals", &long], vec![]),
+        (vec![], vec![("DRAINIT_STOP_SIGNALS", &long)]),
+        (vec!["--exit-report", &path], vec![]),
         (vec!["--k8s-container", &long], vec![]),
+    ];
+    #[cfg(feature = "k8s")]
+    cases.extend([
+        (vec!["--k8s-protect", "--k8s-annotations", &long], vec![]),
         (
-            vec!["--k8s-protect"],
+            vec!["--k8s-protect", "--drain-exec", "true"],
             vec![
                 ("KUBERNETES_SERVICE_HOST", "10.0.0.1"),
                 ("KUBERNETES_SERVICE_PORT", "443"),
@@ -301,28 +310,26 @@ fn usage_errors_echo_at_most_256_characters_of_a_value() {
             ],
         ),
         (
-            vec!["--k8s-protect"],
+            vec!["--k8s-protect", "--drain-exec", "true"],
             vec![
                 ("KUBERNETES_SERVICE_HOST", &long),
                 ("KUBERNETES_SERVICE_PORT", "443"),
                 ("POD_NAME", "web-1"),
             ],
         ),
-    ];
+    ]);
     for (args, vars) in cases {
         let mut command = as_pid1_with(DRAINIT, &[&args[..], &["--", "true"]].concat(), &vars);
         let out = command.stdout(Stdio::null()).output().expect("unshare");
         let said = String::from_utf8_lossy(&out.stderr);
-        let what = format!(
-            "{} {:?}",
-            args.first().unwrap_or(&""),
-            vars.last().map(|v| v.0)
-        );
-        assert_eq!(out.status.code(), Some(2), "{what}: {said}");
-        assert_eq!(said.lines().count(), 1, "{what}: {said}");
+        let what = format!("{:.20} {:?}", args.concat(), vars.last().map(|v| v.0));
+        // The line as the assertions show it, in case it is not cut.
+        let shown: String = said.chars().take(600).collect();
+        assert_eq!(out.status.code(), Some(2), "{what}: {shown}");
+        assert_eq!(said.lines().count(), 1, "{what}: {shown}");
         let run = longest_run(&said, 'q');
-        assert!((1..=256).contains(&run), "{what}: a run of {run}: {said}");
-        assert!(said.contains("q…"), "{what}: {said}");
+        assert!((1..=256).contains(&run), "{what}: a run of {run}: {shown}");
+        assert!(said.contains("q…"), "{what}: {shown}");
         assert!(said.len() < 1200, "{what}: {} bytes", said.len());
     }
 }
