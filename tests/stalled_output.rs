@@ -278,6 +278,9 @@ fn longest_run(text: &str, c: char) -> usize {
     best
 }
 
+/// A command line's arguments and variables.
+type Case<'a> = (Vec<&'a str>, Vec<(&'a str, &'a str)>);
+
 /// Each way a usage error echoes a value of 20,000 characters shows at
 /// most 256 of them, marked as cut: clap's echo and the parser's (a
 /// command's program), a variable's, a signal name, a container name, a
@@ -288,7 +291,7 @@ fn usage_errors_echo_at_most_256_characters_of_a_value() {
     let flag = format!("--{long}");
     let path = format!("/{long}/{long}");
     #[allow(unused_mut)]
-    let mut cases: Vec<(Vec<&str>, Vec<(&str, &str)>)> = vec![
+    let mut cases: Vec<Case> = vec![
         (vec!["--stop-exec", &long], vec![]),
         (vec!["--stop-exec", &path], vec![]),
         (vec![&flag], vec![]),
