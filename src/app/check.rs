@@ -11,6 +11,8 @@
 //! admission, nothing written). One line per finding on stdout (`ok:`,
 //! `info:`, `warn:`, `error:`), then one summary line, last, that counts
 //! the errors and warnings: exit 1 when there is an error, else 0.
+//! Findings never wait long for stdout (`io::early`): on a stdout nobody
+//! reads they are dropped, and the exit code is the check's all the same.
 //!
 //! Signals stay blocked as in a run and are taken by the one wait here, so
 //! SIGINT, SIGTERM or SIGHUP ends the check at once (exit 1), PID 1 or
@@ -18,7 +20,6 @@
 //! stop commands and ECS task protection are never used, only their hosts
 //! looked up.
 
-use std::io::Write;
 use std::time::{Duration, Instant};
 
 use crate::core::event::{Action, Answer, Input, Lane, Token};
@@ -49,6 +50,8 @@ const LATE: Duration = Duration::from_secs(1);
 const RETRY: Duration = Duration::from_millis(50);
 /// What a refused connection says under a check.
 const NOTHING: &str = "nothing listens there now (start the app to check its answer)";
+/// How long one finding may wait for room in stdout (see [`print`]).
+const OUT_WAIT: Duration = crate::io::early::EARLY_WAIT;
 /// The signals that end the check at once (exit 1).
 const STOPS: [i32; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
@@ -82,18 +85,17 @@ impl Findings {
         };
         self.errors += usize::from(level == Level::Error);
         self.warnings += usize::from(level == Level::Warn);
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{word}: {text}");
-        let _ = out.flush();
+        print(&format!("{word}: {text}\n"));
     }
 }
 
-/// Text on stdout at once; a reader that went away is no error.
+/// Text on stdout at once, never waiting for a reader more than
+/// `OUT_WAIT` (and not at all once stdout ran out of time): what it cannot
+/// take is dropped, and a reader that went away is no error. The check's
+/// bound and signals hold whatever stdout does.
 #[inline(never)]
 fn print(text: &str) {
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(text.as_bytes());
-    let _ = out.flush();
+    crate::io::early::stdout(text.as_bytes(), OUT_WAIT);
 }
 
 /// The summary line, the check's last: `ok: 0 errors, 1 warning` or

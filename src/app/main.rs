@@ -12,11 +12,18 @@ use crate::app::config::{spelling, Config, Name, Notice, Request};
 use crate::app::logging;
 use crate::core::outcome::{self as exit, ExitPolicy, Outcome, RunSummary, SpawnFailure};
 use crate::io::arena::Released;
-use crate::io::{logwriter, signals};
+use crate::io::{early, logwriter, signals};
 use crate::shell::supervisor;
+use crate::util::text::cut;
 
 /// How long the last log lines may hold the exit.
 const EXIT_FLUSH: std::time::Duration = std::time::Duration::from_millis(100);
+/// How long help, version and license text may wait for a reader (a
+/// human's terminal may take a moment), then the rest is dropped.
+const SHOWN_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+/// The longest usage error: its echoed values are cut first
+/// (`util::text::echo`), and this cuts whatever else might grow it.
+const LINE_MAX: usize = 1024;
 const LICENSE: &str = include_str!("../../LICENSE");
 
 /// The whole program after start-up: parse, validate, supervise, exit.
@@ -49,7 +56,8 @@ pub fn main() -> ExitCode {
                 .exit_report
                 .as_deref()
                 .unwrap_or(std::path::Path::new(""));
-            say_early(&format!("drainit: --exit-report {}: {e}", path.display()));
+            let path = cut(&path.to_string_lossy(), crate::util::text::ECHO_MAX).into_owned();
+            say_early(&format!("drainit: --exit-report {path}: {e}"));
             return usage_error;
         }
     };
@@ -209,13 +217,15 @@ impl Mode {
 fn command_line_error(e: &clap::Error) -> String {
     let mut text = e.to_string();
     // The values clap echoes may hold a secret (a URL given to a switch,
-    // `--notify=http://user:pw@host`): redacted, clap's own words kept.
+    // `--notify=http://user:pw@host`): redacted and cut to 256
+    // characters, clap's own words kept.
     // In the whole text, before its first line is taken: a value read
     // from a secret often ends in a newline, which would cut the line.
     for kind in [ContextKind::InvalidValue, ContextKind::InvalidArg] {
         if let Some(ContextValue::String(typed)) = e.get(kind) {
-            let shown = crate::util::redact::value(typed);
-            if shown != *typed {
+            let redacted = crate::util::redact::value(typed);
+            let shown = crate::util::text::echo(&redacted);
+            if shown != typed.as_str() {
                 text = text.replace(typed.as_str(), &shown);
             }
         }
@@ -288,35 +298,38 @@ fn finish(
 fn say_usage_error(line: &str, mode: Mode) {
     match mode {
         Mode::Init => say_early(line),
-        Mode::Probe => print_quietly(&format!("unhealthy: {line}\n"), false),
+        Mode::Probe => {
+            let line = cut(line, LINE_MAX);
+            early::stdout(format!("unhealthy: {line}\n").as_bytes(), early::EARLY_WAIT);
+        }
         Mode::Check { by_variable } => {
             let finding = line.strip_prefix("drainit: ").unwrap_or(line);
+            let finding = cut(finding, LINE_MAX);
             let summary = crate::app::check::summary(1, 0, by_variable);
-            print_quietly(&format!("error: {finding}\n{summary}"), false)
+            let text = format!("error: {finding}\n{summary}");
+            early::stdout(text.as_bytes(), early::EARLY_WAIT);
         }
     }
 }
 
 /// Help, version and license text, on stdout (or stderr): a reader that
 /// went away (`drainit --help | head -1`) is not an error worth a panic or
-/// a message.
+/// a message, and one that never reads holds the exit at most
+/// `SHOWN_WAIT`.
 fn print_quietly(text: &str, stderr: bool) {
-    use std::io::Write;
-    if stderr {
-        logwriter::write_early(text.as_bytes());
-        return;
-    }
-    let _ = std::io::stdout().lock().write_all(text.as_bytes());
-    let _ = std::io::stdout().lock().flush();
+    match stderr {
+        true => early::stderr(text.as_bytes(), SHOWN_WAIT),
+        false => early::stdout(text.as_bytes(), SHOWN_WAIT),
+    };
 }
 
 /// One line on stderr before the log exists (a usage error): never waits
-/// for a reader, so a stderr nobody reads cannot hold PID 1.
+/// for a reader, so a stderr nobody reads cannot hold PID 1. A line longer
+/// than `LINE_MAX` is cut (each value it echoes already is).
 fn say_early(line: &str) {
-    let mut text = String::with_capacity(line.len() + 1);
-    text.push_str(line);
+    let mut text = cut(line, LINE_MAX).into_owned();
     text.push('\n');
-    logwriter::write_early(text.as_bytes());
+    early::stderr(text.as_bytes(), early::EARLY_WAIT);
 }
 
 /// Called `dumb-init`, drainit leaves its start directory for `/` as the

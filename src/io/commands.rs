@@ -41,9 +41,10 @@ pub fn parse_command(text: &str, path: Option<&str>) -> Result<Cmd, String> {
 }
 
 fn check_executable(path: &Path) -> Result<(), String> {
-    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let shown = || crate::util::text::echo(&path.to_string_lossy()).into_owned();
+    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", shown()))?;
     if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
-        return Err(format!("{} is not an executable file", path.display()));
+        return Err(format!("{} is not an executable file", shown()));
     }
     Ok(())
 }
@@ -59,7 +60,12 @@ fn find_program(name: &str, path: &str) -> Result<PathBuf, String> {
             Err(_) => {}
         }
     }
-    Err(not_executable.unwrap_or_else(|| format!("program {name:?} not found in PATH")))
+    Err(not_executable.unwrap_or_else(|| {
+        format!(
+            "program {:?} not found in PATH",
+            crate::util::text::echo(name)
+        )
+    }))
 }
 
 /// Starts `cmd` in its own process group (pgid = its pid), stdin from

@@ -28,6 +28,8 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
+use crate::io::early::{pipe_takes_whole, stderr_is_pipe, wait_writable};
+
 /// Lines that may wait for the writer, and their bytes in all.
 pub const MAX_LINES: usize = 1024;
 pub const MAX_BYTES: usize = 256 * 1024;
@@ -270,109 +272,8 @@ fn open_direct() -> Option<i32> {
     if crate::util::fault::switched("log_writer_thread") {
         return None;
     }
-    reopen_stderr()
+    crate::io::early::reopen(libc::STDERR_FILENO, crate::io::early::Reopen::Pipes)
 }
-
-/// fd 2's pipe or FIFO, or `/dev/null`, opened again non-blocking; None
-/// for anything else (see [`open_direct`]).
-fn reopen_stderr() -> Option<i32> {
-    // SAFETY: fstat writes into a local stat; open takes a NUL-terminated
-    // path; the fd is closed again unless it is kept.
-    unsafe {
-        let mut before: libc::stat = std::mem::zeroed();
-        if libc::fstat(libc::STDERR_FILENO, &mut before) != 0 {
-            return None;
-        }
-        let kind = before.st_mode & libc::S_IFMT;
-        let dev_null = kind == libc::S_IFCHR && before.st_rdev == libc::makedev(1, 3);
-        if kind != libc::S_IFIFO && !dev_null {
-            return None;
-        }
-        // Only a stderr drainit may write: never a write end it lacked.
-        let access = libc::fcntl(libc::STDERR_FILENO, libc::F_GETFL) & libc::O_ACCMODE;
-        if access != libc::O_WRONLY && access != libc::O_RDWR {
-            return None;
-        }
-        let flags = libc::O_WRONLY | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY;
-        let fd = libc::open(c"/proc/self/fd/2".as_ptr(), flags);
-        if fd < 0 {
-            return None;
-        }
-        // The same file, not whatever a /proc of another kind held.
-        let mut after: libc::stat = std::mem::zeroed();
-        let same = libc::fstat(fd, &mut after) == 0
-            && after.st_dev == before.st_dev
-            && after.st_ino == before.st_ino
-            && after.st_rdev == before.st_rdev;
-        if !same {
-            libc::close(fd);
-            return None;
-        }
-        Some(fd)
-    }
-}
-
-/// Writes `text` to fd 2 before the log exists (a usage error, dumb-init's
-/// help), never waiting for a reader: a pipe or FIFO through a
-/// non-blocking description of its own ([`open_direct`]'s), else only
-/// what fd 2 takes once `poll` says it has room within `EARLY_WAIT`. A
-/// stderr nobody reads loses the text; the exit code never waits for it.
-pub fn write_early(text: &[u8]) {
-    if let Some(fd) = reopen_stderr() {
-        let mut done = 0;
-        while done < text.len() {
-            let rest = &text[done..];
-            // SAFETY: writes from a live slice to a descriptor we own.
-            let n = unsafe { libc::write(fd, rest.as_ptr().cast(), rest.len()) };
-            if n > 0 {
-                done += n as usize;
-            } else if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-                continue;
-            } else {
-                break;
-            }
-        }
-        if done < text.len() && std::io::Error::last_os_error().raw_os_error() == Some(libc::EPIPE)
-        {
-            take_own_sigpipe();
-        }
-        // SAFETY: the descriptor reopen_stderr opened; nothing else has it.
-        unsafe { libc::close(fd) };
-        return;
-    }
-    let until = Some(Instant::now() + EARLY_WAIT);
-    let mut done = 0;
-    while done < text.len() {
-        let mut fds = libc::pollfd {
-            fd: libc::STDERR_FILENO,
-            events: libc::POLLOUT,
-            revents: 0,
-        };
-        let left = until.map_or(0, |u| {
-            u.saturating_duration_since(Instant::now()).as_millis() as i32
-        });
-        // SAFETY: one pollfd we own.
-        let ready = unsafe { libc::poll(&mut fds, 1, left) };
-        if ready <= 0 || fds.revents & libc::POLLOUT == 0 {
-            return;
-        }
-        // At most PIPE_BUF at a time: with room said, that much never
-        // waits on a pipe or a socket.
-        let rest = &text[done..text.len().min(done + PIPE_BUF)];
-        // SAFETY: writes from a live slice.
-        let n = unsafe { libc::write(libc::STDERR_FILENO, rest.as_ptr().cast(), rest.len()) };
-        if n <= 0 {
-            if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EPIPE) {
-                take_own_sigpipe();
-            }
-            return;
-        }
-        done += n as usize;
-    }
-}
-
-/// How long [`write_early`] waits for a stderr it could not open again.
-const EARLY_WAIT: Duration = Duration::from_millis(100);
 
 /// Writes what the queue holds while stderr takes it, never waiting:
 /// without a writer thread, every line goes out here. A line the file
@@ -436,7 +337,7 @@ fn pump_locked(state: &mut State, fd: i32) -> bool {
         match error {
             Some(Some(libc::EINTR)) => continue,
             Some(Some(libc::EAGAIN)) => break,
-            Some(Some(libc::EPIPE)) => take_own_sigpipe(),
+            Some(Some(libc::EPIPE)) => crate::io::early::take_own_sigpipe(),
             _ => {}
         }
         // All of it out, or never: the reader went away (EPIPE), or the
@@ -471,24 +372,6 @@ fn pump_locked(state: &mut State, fd: i32) -> bool {
         crate::io::threads::Waker::for_main_thread().wake();
     }
     wrote
-}
-
-/// After a write into a pipe nobody reads: the SIGPIPE the kernel raised
-/// in this thread (blocked, like every signal in drainit) is taken here,
-/// so the loop does not wake for it. The thread's own is taken before one
-/// sent to the process, which stays for the loop.
-fn take_own_sigpipe() {
-    // SAFETY: a set we fill ourselves, a zero timeout, no siginfo.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGPIPE);
-        let zero = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        libc::sigtimedwait(&set, std::ptr::null_mut(), &zero);
-    }
 }
 
 /// Without a writer thread, lines waiting for room in stderr: how long
@@ -630,72 +513,6 @@ fn flush_direct(queue: &Queue, fd: i32, until: Instant) -> bool {
             return false;
         }
     }
-}
-
-/// What fd 2 is, read once: a pipe (FIFO) gets the whole-line check.
-fn stderr_is_pipe() -> bool {
-    static PIPE: OnceLock<bool> = OnceLock::new();
-    *PIPE.get_or_init(|| {
-        // SAFETY: fstat writes only into `st`.
-        unsafe {
-            let mut st: libc::stat = std::mem::zeroed();
-            libc::fstat(libc::STDERR_FILENO, &mut st) == 0
-                && st.st_mode & libc::S_IFMT == libc::S_IFIFO
-        }
-    })
-}
-
-/// The pipe behind fd 2 certainly takes `len` more bytes at once: its
-/// free buffers, counted as if every byte queued held one of them (a
-/// kernel buffer holds at most a page), hold `len`. Only ever true too
-/// rarely, never wrongly; `None` when the pipe could never hold it.
-fn pipe_takes_whole(len: usize) -> Option<bool> {
-    // SAFETY: fcntl and ioctl on fd 2 with an int out-parameter; sysconf
-    // reads the auxiliary vector.
-    let (size, queued, page) = unsafe {
-        let size = libc::fcntl(libc::STDERR_FILENO, libc::F_GETPIPE_SZ);
-        let mut queued: libc::c_int = 0;
-        let rc = libc::ioctl(libc::STDERR_FILENO, libc::FIONREAD, &mut queued);
-        if size <= 0 || rc != 0 {
-            return None;
-        }
-        (
-            size as usize,
-            queued.max(0) as usize,
-            libc::sysconf(libc::_SC_PAGESIZE).max(1) as usize,
-        )
-    };
-    let buffers = size / page;
-    let need = len.div_ceil(page);
-    if need > buffers {
-        return None;
-    }
-    Some(buffers - queued.min(buffers) >= need)
-}
-
-/// Waits for `fd` to take more (POLLOUT) until `until`, or for ever;
-/// false when the time ran out.
-fn wait_writable(fd: i32, until: Option<Instant>) -> bool {
-    let timeout = match until {
-        None => -1,
-        Some(until) => {
-            let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return false;
-            }
-            // Rounded up: a wait never ends just short of the deadline.
-            left.as_millis().saturating_add(1).min(i32::MAX as u128) as i32
-        }
-    };
-    let mut fds = libc::pollfd {
-        fd,
-        events: libc::POLLOUT,
-        revents: 0,
-    };
-    // SAFETY: one pollfd we own. An error or POLLERR/POLLHUP is left to the
-    // next write, which says what it is.
-    unsafe { libc::poll(&mut fds, 1, timeout) };
-    true
 }
 
 /// Sleeps one step of the whole-line wait; false past `until`.

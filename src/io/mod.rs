@@ -2,6 +2,7 @@
 
 pub mod arena;
 pub mod commands;
+pub mod early;
 pub mod handoff;
 pub mod http;
 #[cfg(feature = "k8s")]

@@ -74,7 +74,7 @@ pub fn prepare(path: &Path) -> Result<ReportFile, String> {
     };
     if fd < 0 {
         let e = io::Error::last_os_error();
-        return Err(format!("cannot open {}: {e}", dir.display()));
+        return Err(format!("cannot open {}: {e}", shown(dir)));
     }
     Ok(ReportFile {
         // SAFETY: a fresh descriptor nothing else owns.
@@ -111,9 +111,9 @@ fn resolve(path: &Path) -> Result<std::path::PathBuf, String> {
             .recursive(true)
             .mode(0o755)
             .create(dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            .map_err(|e| format!("cannot create {}: {e}", shown(dir)))?;
     }
-    let dir = std::fs::canonicalize(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let dir = std::fs::canonicalize(dir).map_err(|e| format!("{}: {e}", shown(dir)))?;
     Ok(dir.join(name))
 }
 
@@ -148,15 +148,15 @@ fn check(path: &Path) -> Result<(), String> {
                     .recursive(true)
                     .mode(0o755)
                     .create(dir)
-                    .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+                    .map_err(|e| format!("cannot create {}: {e}", shown(dir)))?;
             }
             if !dir.is_dir() {
-                return Err(format!("{} is not a directory", dir.display()));
+                return Err(format!("{} is not a directory", shown(dir)));
             }
             if on_pseudo_fs(dir) {
                 return Err("is on /proc or /sys, not a place for a report".into());
             }
-            writable(dir).map_err(|e| format!("cannot write in {}: {e}", dir.display()))
+            writable(dir).map_err(|e| format!("cannot write in {}: {e}", shown(dir)))
         }
         Err(e) => Err(e.to_string()),
     }
@@ -304,6 +304,11 @@ impl ReportFile {
             let _ = file.set_len(0);
         })
     }
+}
+
+/// A path as an error echoes it: cut to 256 characters.
+fn shown(path: &Path) -> String {
+    crate::util::text::echo(&path.to_string_lossy()).into_owned()
 }
 
 #[cfg(test)]

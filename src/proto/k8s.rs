@@ -126,6 +126,7 @@ impl Managed {
         let mut bits = 0;
         for name in list.split(',').map(str::trim) {
             let Some(a) = Annotation::ALL.into_iter().find(|a| a.name() == name) else {
+                let name = crate::util::text::echo(name);
                 return Err(format!(
                     "unknown annotation {name:?} (expected cost, safe-to-evict, do-not-disrupt or all)"
                 ));
@@ -232,13 +233,17 @@ pub fn api_address(host: Option<&str>, port: Option<&str>) -> Result<(IpAddr, u1
         .filter(|h| !h.is_empty())
         .ok_or("KUBERNETES_SERVICE_HOST is not set (not running in a Kubernetes pod?)")?;
     let bare = host.trim_start_matches('[').trim_end_matches(']');
-    let ip = bare
-        .parse::<IpAddr>()
-        .map_err(|_| format!("KUBERNETES_SERVICE_HOST {host:?} is not an IP address"))?;
+    let ip = bare.parse::<IpAddr>().map_err(|_| {
+        let host = crate::util::text::echo(host);
+        format!("KUBERNETES_SERVICE_HOST {host:?} is not an IP address")
+    })?;
     let port = port.filter(|p| !p.is_empty()).unwrap_or("443");
     match port.parse::<u16>() {
         Ok(p) if p > 0 => Ok((ip, p)),
-        _ => Err(format!("KUBERNETES_SERVICE_PORT {port:?} is not a port")),
+        _ => {
+            let port = crate::util::text::echo(port);
+            Err(format!("KUBERNETES_SERVICE_PORT {port:?} is not a port"))
+        }
     }
 }
 
@@ -277,6 +282,7 @@ pub fn pod_name(pod_name: Option<&str>, hostname: Option<&str>) -> Result<String
         _ => return Err("neither POD_NAME nor HOSTNAME is set".into()),
     };
     if !is_subdomain(name) {
+        let name = crate::util::text::echo(name);
         return Err(format!("{from} {name:?} is not a pod name"));
     }
     Ok(name.to_string())

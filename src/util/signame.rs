@@ -69,6 +69,7 @@ pub fn rtmax() -> i32 {
 /// libraries' own, are refused.
 pub fn parse_signal(text: &str) -> Result<i32, String> {
     let trimmed = text.trim();
+    let shown = crate::util::text::echo(trimmed);
     if trimmed.is_empty() {
         return Err("empty signal name".into());
     }
@@ -76,10 +77,10 @@ pub fn parse_signal(text: &str) -> Result<i32, String> {
         return match trimmed.parse::<i32>() {
             Ok(n) if (1..=31).contains(&n) || (RTMIN..=RTMAX).contains(&n) => Ok(n),
             Ok(32 | 33) => Err(format!(
-                "signal '{trimmed}' is reserved by the C library; real-time signals are {RTMIN}-{RTMAX} (SIGRTMIN to SIGRTMAX)"
+                "signal '{shown}' is reserved by the C library; real-time signals are {RTMIN}-{RTMAX} (SIGRTMIN to SIGRTMAX)"
             )),
             _ => Err(format!(
-                "signal number '{trimmed}' is not 1-31 or {RTMIN}-{RTMAX}"
+                "signal number '{shown}' is not 1-31 or {RTMIN}-{RTMAX}"
             )),
         };
     }
@@ -88,7 +89,7 @@ pub fn parse_signal(text: &str) -> Result<i32, String> {
     if let Some(&(_, n)) = NAMES.iter().find(|(candidate, _)| *candidate == name) {
         return Ok(n);
     }
-    parse_realtime(name).ok_or_else(|| format!("unknown signal '{trimmed}'"))
+    parse_realtime(name).ok_or_else(|| format!("unknown signal '{shown}'"))
 }
 
 /// `RTMIN`, `RTMIN+N`, `RTMAX`, `RTMAX-N` from 34 to 64.

@@ -1,6 +1,6 @@
-//! Text for log lines and reports: escaping what outsiders send, and the
-//! record of what was already logged once, and the folding of lines that
-//! repeat.
+//! Text for log lines, reports and errors: escaping what outsiders send,
+//! cutting the values an error echoes, the record of what was already
+//! logged once, and the folding of lines that repeat.
 
 use std::time::{Duration, Instant};
 
@@ -24,6 +24,25 @@ pub fn escape(text: &str, max: usize) -> String {
         }
     }
     out
+}
+
+/// The most characters of one value an error echoes back (a usage error,
+/// a `--check` finding): a value of 20,000 characters must not make a
+/// line of 20 KB.
+pub const ECHO_MAX: usize = 256;
+
+/// `text` cut to `max` characters, an ellipsis marking the cut; as it is
+/// when it is no longer.
+pub fn cut(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    match text.char_indices().nth(max) {
+        None => std::borrow::Cow::Borrowed(text),
+        Some((at, _)) => std::borrow::Cow::Owned(format!("{}…", &text[..at])),
+    }
+}
+
+/// A value as an error echoes it: cut to [`ECHO_MAX`] characters.
+pub fn echo(text: &str) -> std::borrow::Cow<'_, str> {
+    cut(text, ECHO_MAX)
 }
 
 /// True the first time `kind` is seen: a "logged once per kind" record.
@@ -99,6 +118,18 @@ mod tests {
                 "{text:?}"
             );
         }
+    }
+
+    #[test]
+    fn echoed_values_are_cut_to_their_bound_on_a_character() {
+        assert_eq!(cut("abc", 3), "abc");
+        assert_eq!(cut("abcd", 3), "abc…");
+        assert_eq!(cut("ééé€", 2), "éé…");
+        let long = "x".repeat(20_000);
+        let shown = echo(&long);
+        assert_eq!(shown.chars().count(), ECHO_MAX + 1);
+        assert!(shown.ends_with('…'));
+        assert!(matches!(echo("short"), std::borrow::Cow::Borrowed("short")));
     }
 
     #[test]

@@ -239,9 +239,11 @@ fn bad_default(opt: &Opt, text: &str, why: &str) -> UsageError {
 
 /// A usage error echoing the bad value, which may hold a secret (a URL's
 /// token or user-info): it leaves by the redaction rule
-/// (`util::redact::value`), as everything drainit prints does.
+/// (`util::redact::value`), as everything drainit prints does, cut to
+/// 256 characters (`util::text::echo`).
 pub(super) fn invalid(text: &str, origin: &str, why: &str) -> UsageError {
     let (text, why) = (redact::value(text), redact::in_text(why));
+    let text = crate::util::text::echo(&text);
     UsageError(format!("invalid value '{text}' for {origin}: {why}"))
 }
 

@@ -152,7 +152,8 @@ fn parse_k8s_cost(text: &str) -> Result<i32, String> {
 /// `--k8s-container`: a container's name (a DNS-1123 label).
 fn parse_container(text: &str) -> Result<String, String> {
     if !api::is_label(text) {
-        return Err(format!("{text:?} is not a container name"));
+        let shown = crate::util::text::echo(text);
+        return Err(format!("{shown:?} is not a container name"));
     }
     Ok(text.to_string())
 }
