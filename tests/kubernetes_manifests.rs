@@ -63,6 +63,7 @@ fn manifests_pass_the_published_schemas_and_the_policy_holds() {
         "examples/kubernetes/protect.yaml: ValidatingAdmissionPolicy/drainit-protect",
         "examples/kubernetes/protect.yaml: ValidatingAdmissionPolicyBinding/drainit-protect",
         "examples/kubernetes/protect.yaml: Deployment/worker",
+        "examples/kubernetes/preflight-job.yaml: Job/worker-preflight",
         "docs/kubernetes.md: ValidatingAdmissionPolicy/drainit-protect",
         "docs/kubernetes.md: Deployment/worker",
     ] {
@@ -116,6 +117,49 @@ fn the_example_asks_for_exactly_get_and_patch_on_pods() {
         .unwrap();
     assert!(command.contains("\"--k8s-protect\""), "{command}");
     assert!(!command.contains("--grace"), "{command}");
+}
+
+/// The preflight Job is the Deployment's pod template, as a run would be,
+/// with the check turned on and no restart: same service account, grace,
+/// container name, image, command and variables; its own label.
+#[test]
+fn the_preflight_job_is_the_deployment_s_pod_with_the_check_on() {
+    if !support::or_skip(
+        support::python_imports("yaml"),
+        "the preflight Job's comparison",
+        "python3's yaml is missing",
+        "DRAINIT_REQUIRE_K8S_PYTHON",
+    ) {
+        return;
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let read = |p: &str| yaml_documents(&std::fs::read_to_string(root.join(p)).unwrap());
+    let deployment = read("examples/kubernetes/protect.yaml")
+        .into_iter()
+        .find(|d| d["kind"] == "Deployment")
+        .unwrap();
+    let job = read("examples/kubernetes/preflight-job.yaml").remove(0);
+    assert_eq!(job["kind"], "Job");
+    assert_eq!(
+        job["metadata"]["namespace"],
+        deployment["metadata"]["namespace"]
+    );
+    assert_eq!(
+        job["spec"]["backoffLimit"], 0,
+        "one try: a check, not a service"
+    );
+    let mut want = deployment["spec"]["template"]["spec"].clone();
+    want["restartPolicy"] = "Never".into();
+    want["containers"][0]["env"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({"name": "DRAINIT_CHECK", "value": "1"}));
+    assert_eq!(job["spec"]["template"]["spec"], want);
+    assert_ne!(
+        job["spec"]["template"]["metadata"]["labels"],
+        deployment["spec"]["template"]["metadata"]["labels"],
+        "the Deployment's Services and budget must not count the check's pod"
+    );
 }
 
 /// YAML documents as JSON values (PyYAML), in order.
