@@ -290,6 +290,40 @@ fn annotations_found_at_start_are_cleared_by_the_first_idle_answer() {
     assert_eq!(d.wait_code(), 0, "an idle app: drained");
 }
 
+/// A template value of 300 characters comes back whole after busy; one
+/// longer than drainit records whole (4,096) is left alone, never cut.
+#[test]
+fn long_template_values_come_back_whole_or_are_left_alone() {
+    let whole = "w".repeat(300);
+    let huge = "h".repeat(5_000);
+    let template = serde_json::json!({EVICT: whole, DISRUPT: huge});
+    let Some(pod) = Pod::new(
+        "k8s-long-values",
+        &["--annotations", &template.to_string()],
+        true,
+    ) else {
+        return;
+    };
+    let (api, s, busy) = (&pod.api, &pod.s, &pod.busy);
+    let mut d = pod.launch(&[]).start();
+    s.wait_file("ready");
+    // Busy: the cost and safe-to-evict, the latter recorded whole; the
+    // long do-not-disrupt untouched.
+    let record = serde_json::json!({EVICT: whole}).to_string();
+    let busy_held =
+        serde_json::json!({COST: "1000", EVICT: "false", DISRUPT: huge, RECORD: record});
+    api.wait_annotations(&busy_held);
+    assert_eq!(
+        body_of(&api.patches()[0]),
+        serde_json::json!({"metadata": {"annotations": {COST: "1000", EVICT: "false", RECORD: record}}})
+    );
+    // Idle: the template back, every character of it.
+    busy.store(false, Ordering::SeqCst);
+    api.wait_annotations_within(&template, HOLD + PATIENCE);
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_code(), 0, "{}", d.stderr());
+}
+
 #[test]
 fn a_patch_applied_but_never_answered_is_undone_once_idle() {
     // The API server applies every patch and the answer is lost: drainit

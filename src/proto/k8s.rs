@@ -45,10 +45,15 @@ pub const API_EXCHANGE_LIMIT: usize = API_BODY_LIMIT + 64 * 1024;
 /// Largest service-account token sent (projected tokens are about 1 KiB).
 pub const TOKEN_LIMIT: usize = 16 * 1024;
 /// Largest request, head and body (a patch carries at most three values
-/// and their record, each value at most `VALUE_LIMIT` characters).
-pub const REQUEST_LIMIT: usize = TOKEN_LIMIT + 16 * 1024;
-/// Longest annotation value kept from a pod read.
+/// and their record, each value at most `ANNOTATION_LIMIT` characters,
+/// escaped: the record's text is escaped twice).
+pub const REQUEST_LIMIT: usize = TOKEN_LIMIT + 256 * 1024;
+/// Longest text kept from a pod read (names, the uid, a reason).
 pub const VALUE_LIMIT: usize = 256;
+/// Longest value of a managed annotation drainit records and gives back
+/// whole; a longer one is read one character past it, so that it is
+/// known to be too long (and left alone), never cut.
+pub const ANNOTATION_LIMIT: usize = 4096;
 /// drainit's own annotation: the values the pod's template gave the
 /// managed keys that drainit overwrote (a JSON object, key to value; a key
 /// the template did not set is absent), written in the same patch that
@@ -56,7 +61,7 @@ pub const VALUE_LIMIT: usize = 256;
 /// the keys hold drainit's values, not the template's.
 pub const RECORD_KEY: &str = "drainit.dev/template-annotations";
 /// Longest record read (three keys and their values, escaped).
-pub const RECORD_LIMIT: usize = 8 * 1024;
+pub const RECORD_LIMIT: usize = 3 * (6 * ANNOTATION_LIMIT + 64);
 /// Most containers kept from a pod read (init containers included); the
 /// API server allows far fewer in practice.
 pub const CONTAINER_LIMIT: usize = 64;
@@ -111,6 +116,11 @@ impl Managed {
 
     pub fn has(self, a: Annotation) -> bool {
         self.0 & a.bit() != 0
+    }
+
+    /// These keys but `a`.
+    pub fn without(self, a: Annotation) -> Managed {
+        Managed(self.0 & !a.bit())
     }
 
     pub fn iter(self) -> impl Iterator<Item = Annotation> {
@@ -201,7 +211,7 @@ pub fn read_record(managed: Managed, text: &str) -> Result<Values, String> {
         values[a as usize] = map
             .get(a.key())
             .and_then(serde_json::Value::as_str)
-            .map(|v| v.chars().take(VALUE_LIMIT).collect());
+            .map(|v| v.chars().take(ANNOTATION_LIMIT + 1).collect());
     }
     Ok(values)
 }
@@ -754,7 +764,7 @@ impl<'de> Visitor<'de> for Walk<'_> {
                 }
                 (At::Annotations, Some(3)) => pod.record = m.next_value_seed(Text(RECORD_LIMIT))?,
                 (At::Annotations, Some(i)) => {
-                    pod.annotations[i] = m.next_value_seed(Text(VALUE_LIMIT))?
+                    pod.annotations[i] = m.next_value_seed(Text(ANNOTATION_LIMIT + 1))?
                 }
                 (_, None) => {
                     m.next_value::<IgnoredAny>()?;

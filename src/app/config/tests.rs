@@ -789,9 +789,13 @@ fn a_pre_stop_delay_must_end_before_the_deadline() {
         "{:?}",
         c.notices
     );
-    // An explicit --grace is said nowhere: nothing was chosen for it.
+    // An explicit --grace is said as given, with no default's reason.
     let c = parse_with(&["--pre-stop-delay", "1s", "--grace", "9s", "x"], &k8s).unwrap();
-    assert!(c.notices.is_empty(), "{:?}", c.notices);
+    assert!(
+        matches!(&c.notices[..], [Notice::Info(n)] if n.starts_with("--grace 9s: the deadline is 9000 ms") && !n.contains("Kubernetes")),
+        "{:?}",
+        c.notices
+    );
 }
 
 #[test]

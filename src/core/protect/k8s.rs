@@ -49,8 +49,8 @@ use crate::proto::exchange::{Auth, Endpoint, Method, Request};
 use crate::proto::http::{Failure, Response};
 use crate::proto::k8s::{
     annotations_patch, backoff, choose, pod_grace, read_pod, read_record, record_text, spec_grace,
-    verdict, Annotation, Chosen, Managed, Pod, PreStop, Values, Verdict, PATCH_ACCEPT,
-    PERIOD_LIMIT_SECONDS, RECORD_KEY,
+    verdict, Annotation, Chosen, Managed, Pod, PreStop, Values, Verdict, ANNOTATION_LIMIT,
+    PATCH_ACCEPT, PERIOD_LIMIT_SECONDS, RECORD_KEY,
 };
 use crate::util::time::millis;
 
@@ -305,6 +305,25 @@ impl Protection {
                 }
             },
         };
+        // A value drainit could not give back whole is never overwritten:
+        // the key is left alone, said once.
+        let (mut found, mut template) = (found, template);
+        for a in self.managed.iter() {
+            let long = |v: &Values| {
+                v[a as usize]
+                    .as_ref()
+                    .is_some_and(|v| v.chars().count() > ANNOTATION_LIMIT)
+            };
+            if long(&found) || long(&template) {
+                warn!(
+                    "Kubernetes pod protection: the pod's {} is longer than {ANNOTATION_LIMIT} characters, more than drainit records whole: drainit leaves it alone",
+                    a.key()
+                );
+                self.managed = self.managed.without(a);
+                found[a as usize] = None;
+                template[a as usize] = None;
+            }
+        }
         self.template = template;
         self.held = Some(Held {
             values: found,
