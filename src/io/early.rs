@@ -231,10 +231,11 @@ fn by_thread(fd: i32, slot: usize, text: &[u8], until: Instant) -> usize {
     let (theirs, owned) = (Arc::clone(&done), text.to_vec());
     let work = Box::new(move || {
         let n = write_blocking(fd, &owned);
+        // Free before the caller wakes, so that its next line may go.
+        THREAD_OUT[slot].store(false, Ordering::Release);
         let (lock, changed) = &*theirs;
         *lock.lock().unwrap_or_else(PoisonError::into_inner) = Some(n);
         changed.notify_all();
-        THREAD_OUT[slot].store(false, Ordering::Release);
     });
     if crate::io::threads::spawn_thread("drainit-out", 64 * 1024, work).is_err() {
         THREAD_OUT[slot].store(false, Ordering::Release);

@@ -38,8 +38,8 @@ pub enum Lookups {
     /// The app's endpoints: drain sources, `--stop-url` hooks,
     /// `--ready-url`, probes.
     App,
-    /// The platform's endpoints: the Kubernetes API server (and the
-    /// clouds' metadata services, when one is reached by name).
+    /// The platform's endpoints: the Kubernetes API server (the ECS
+    /// agent and metadata services are reached by address, with no lookup).
     Platform,
 }
 

@@ -271,11 +271,12 @@ pub fn capture_and_block() {
 /// (`threads::spawn_thread`), and neither puts a handler on it before a
 /// thread is cancelled: at SIG_DFL, a `kill -33` (or -32) taken by a
 /// thread being born (a name lookup's, a request thread's, at any time
-/// after the child started) ended drainit. At SIG_IGN that copy is
-/// discarded instead, and no other is: the kernel never drops a blocked
+/// after the child started) ended drainit. At SIG_IGN the copies
+/// pending at that moment are discarded instead (the newborn thread takes
+/// every one it can), never drainit: the kernel never drops a blocked
 /// signal as ignored when it is sent (the main thread blocks it, or
-/// waits on it), so it waits in the queue for the loop, which forwards
-/// it. Setting SIG_IGN discards a copy already pending, so this runs at
+/// waits on it), so outside a thread's birth it waits in the queue for
+/// the loop, which forwards it. Setting SIG_IGN discards a copy already pending, so this runs at
 /// the very start (`capture_and_block`), before anyone had a reason to
 /// send one. glibc's later handler on 33 (its set*id broadcast, which
 /// drainit never uses) replaces the SIG_IGN and ignores what it did not

@@ -1260,11 +1260,34 @@ mod tests {
             serde_json::json!({"metadata": {"annotations": {COST_KEY: "-100", RECORD_KEY: null}}})
         );
         // A pod read finds the record, longer than any value.
-        let long = format!(r#"{{"{COST_KEY}":"{}"}}"#, "9".repeat(VALUE_LIMIT));
+        let long = format!(r#"{{"{COST_KEY}":"{}"}}"#, "9".repeat(ANNOTATION_LIMIT));
         let body = serde_json::json!({"metadata": {"annotations": {RECORD_KEY: long}}});
         let pod = read_pod(body.to_string().as_bytes()).unwrap();
         assert_eq!(pod.record.as_deref(), Some(long.as_str()));
         assert_eq!(pod.annotations, Values::default());
+    }
+
+    #[test]
+    fn annotation_values_are_whole_to_the_limit_and_one_past_it_beyond() {
+        for (n, kept) in [
+            (ANNOTATION_LIMIT, ANNOTATION_LIMIT),
+            (ANNOTATION_LIMIT + 1, ANNOTATION_LIMIT + 1),
+            (ANNOTATION_LIMIT + 500, ANNOTATION_LIMIT + 1),
+        ] {
+            let value = "é".repeat(n);
+            let body = serde_json::json!({"metadata": {"annotations": {COST_KEY: value}}});
+            let pod = read_pod(body.to_string().as_bytes()).unwrap();
+            let got = pod.annotations[Annotation::Cost as usize].clone().unwrap();
+            assert_eq!(got.chars().count(), kept, "{n}");
+            // And through a record, as drainit writes it.
+            let mut template = Values::default();
+            template[Annotation::Cost as usize] = Some(value.clone());
+            let text = record_text(Managed::ALL, &template);
+            assert!(text.chars().count() <= RECORD_LIMIT, "{n}");
+            let back = read_record(Managed::ALL, &text).unwrap();
+            let back = back[Annotation::Cost as usize].clone().unwrap();
+            assert_eq!(back.chars().count(), kept, "{n}");
+        }
     }
 
     #[test]
@@ -1451,7 +1474,7 @@ mod tests {
                     .annotations
                     .iter()
                     .flatten()
-                    .all(|v| v.len() <= VALUE_LIMIT * 4));
+                    .all(|v| v.len() <= (ANNOTATION_LIMIT + 1) * 4));
             }
             let _ = head_fields(&body);
             let _ = status_message(&body);

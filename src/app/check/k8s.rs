@@ -183,7 +183,7 @@ fn deadline(config: &Config, pod: Option<&PodRead>, learnt: Option<Grace>) -> (L
         GraceFrom::Default => "drainit's default",
     };
     // In the unit the start line and `--grace` use: whole seconds as `s`.
-    let shown = grace.map_or("none".into(), |g| match g.subsec_millis() {
+    let shown = grace.map_or("none".into(), |g| match g.subsec_nanos() {
         0 => format!("{} s", g.as_secs()),
         _ => format!("{} ms", millis(g)),
     });

@@ -123,13 +123,13 @@ fn grace(
             Some(g) => format!(
                 "{} {}: the deadline is {} ms after a stop begins; the platform's own kill must come later",
                 s.origin,
-                s.text.trim(),
+                crate::util::text::echo(s.text.trim()),
                 millis(g)
             ),
             None => format!(
                 "{} {}: no deadline; the app has until the platform's own kill",
                 s.origin,
-                s.text.trim()
+                crate::util::text::echo(s.text.trim())
             ),
         }));
         return Ok(grace);

@@ -314,13 +314,21 @@ impl Protection {
                     .as_ref()
                     .is_some_and(|v| v.chars().count() > ANNOTATION_LIMIT)
             };
-            if long(&found) || long(&template) {
+            if long(&found) {
                 warn!(
                     "Kubernetes pod protection: the pod's {} is longer than {ANNOTATION_LIMIT} characters, more than drainit records whole: drainit leaves it alone",
                     a.key()
                 );
                 self.managed = self.managed.without(a);
                 found[a as usize] = None;
+                template[a as usize] = None;
+            } else if long(&template) {
+                // Not drainit's record (it never writes one so long): the
+                // key holds drainit's value, and idle removes it.
+                warn!(
+                    "Kubernetes pod protection: {RECORD_KEY} holds a value of {} longer than {ANNOTATION_LIMIT} characters, which drainit never writes: idle removes the key",
+                    a.key()
+                );
                 template[a as usize] = None;
             }
         }
