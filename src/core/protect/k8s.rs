@@ -3,31 +3,37 @@
 //! drainit's own pod, idle (after the hold) gives them back the template's
 //! values (removing those it had none for; safe-to-evict "true" with
 //! `--k8s-idle-safe-to-evict`), each with one merge `PATCH` of
-//! `metadata.annotations` only (`proto::k8s::annotations_patch`). What a
-//! patch overwrites of the template is recorded in drainit's own
-//! annotation (`proto::k8s::RECORD_KEY`) in the same patch, and the record
-//! goes when the template's values are back: with no record on the pod,
-//! the keys found are the template's; with one, they are drainit's from an
-//! earlier run of the container and the record holds the template's.
-//! Its one exchange with the API server is a small state (`State`:
-//! reading, idle, patching, a 401's retry, in backoff), the failures since
-//! the last success a `Streak`, and what the start read taught a `Read`:
-//! no flags.
-//! At start one `GET` of the pod takes the keys and the record, and the
-//! pod's `terminationGracePeriodSeconds` for the default `--grace`
+//! `metadata.annotations` only, under the `resourceVersion` it was
+//! computed from. What to write, and drainit's record of the template's
+//! values and of the containers holding the pod busy, shared by every
+//! drainit of the pod, are `core::protect::record`'s; this is the
+//! exchange. A 409 (another drainit of the pod, or anyone, changed it) is
+//! read again at once and the patch computed anew, `CONFLICTS` times at
+//! most in a row; a 2xx patch's answer is the pod's new state, so no other
+//! read is added, and a pod that stays busy or idle sends nothing.
+//! Its one exchange with the API server is a small state (`State`: a
+//! request out, idle, a request due at once, in backoff), the failures
+//! since the last success a `Streak`, and what the start read taught a
+//! `Read`: no flags.
+//! At start one `GET` of the pod takes the keys and the record, drainit's
+//! name among the pod's containers (`record::own_name`: none, and
+//! protection stays off with one warning), and the pod's
+//! `terminationGracePeriodSeconds` for the default `--grace`
 //! (`Backend::take_grace`), unless it would not outlast
 //! `--pre-stop-delay`; a failed read is sent again before any patch (a
 //! patch needs the template's values).
 //! Only changes are sent, and a patch without a clear answer (no answer, a
-//! 409, a 5xx) leaves what the pod holds unknown, so the next answer is
-//! sent whatever it is; a failure waits its backoff (a 429, or a 503 that
-//! gives one, at least its `Retry-After`), a 401 is retried once at once
-//! (the shell reads the token again for every request), and each failure
-//! is said in one line until it changes. When the app crashes while the
-//! pod may hold busy's values, one idle patch goes out beside whatever is
-//! in flight (`Backend::on_crash`). The requests go out through the
-//! shell's Kubernetes client (`io::k8s`): their endpoint is the pod
-//! (`Endpoint::K8sPod`).
+//! 5xx, a 409 past its retries) leaves what the pod holds unknown, so it
+//! is read again before the next patch; a failure waits its backoff (a
+//! 429, or a 503 that gives one, at least its `Retry-After`), a 401 is
+//! retried once at once (the shell reads the token again for every
+//! request), and each failure is said in one line until it changes. A
+//! restore of the template the API server refuses (422) is sent once more
+//! removing the keys instead. When the app crashes while the pod may hold
+//! busy's values, one idle patch goes out beside whatever is in flight
+//! (`Backend::on_crash`), read again and sent again on a 409 within the
+//! crash's bound. The requests go out through the shell's Kubernetes
+//! client (`io::k8s`): their endpoint is the pod (`Endpoint::K8sPod`).
 //!
 //! When a stop begins, one more read of the pod (`resourceVersion=0`, on
 //! a slot of its own: `Backend::stop_read`) says whether it is being
@@ -43,16 +49,19 @@ use log::{info, warn};
 
 use crate::core::complaints::{Complaints, Key};
 use crate::core::deadline::{Deadline, Grace, Learnt};
+use crate::core::protect::record::{self, Held, Me};
 use crate::core::protect::{Backend, Report};
 use crate::core::settings::{Config, K8sConfig};
 use crate::proto::exchange::{Auth, Endpoint, Method, Request};
 use crate::proto::http::{Failure, Response};
 use crate::proto::k8s::{
-    annotations_patch, backoff, choose, pod_grace, read_pod, read_record, record_text, spec_grace,
-    verdict, Annotation, Chosen, Managed, Pod, PreStop, Values, Verdict, PATCH_ACCEPT,
-    PERIOD_LIMIT_SECONDS, RECORD_KEY,
+    backoff, choose, pod_grace, read_pod, spec_grace, verdict, Chosen, Pod, PreStop, Verdict,
+    PATCH_ACCEPT, PERIOD_LIMIT_SECONDS,
 };
+use crate::proto::k8s_record::Template;
 use crate::util::time::millis;
+
+mod keys;
 
 /// How long the app must have been idle before the annotations come off:
 /// a worker between two jobs keeps them.
@@ -62,50 +71,43 @@ pub const IDLE_HOLD: Duration = Duration::from_secs(30);
 pub const READ_AGAIN_PAST: Duration = Duration::from_secs(60);
 /// Reads of the pod at the stop, at most.
 const STOP_READS: u8 = 2;
+/// 409s in a row read again and sent again at once; the next one waits
+/// its backoff.
+pub const CONFLICTS: u8 = 4;
 
 /// The Kubernetes back-end, when `--k8s-protect` is on.
 pub fn from_config(config: &Config) -> Option<Protection> {
     let k8s = config.k8s.as_ref()?;
     let mut protection = Protection::new(k8s, config.timeline.grace, config.grace_max);
     protection.delay = config.timeline.pre_stop_delay;
-    protection.idle_safe_to_evict = k8s.idle_safe_to_evict;
+    protection.me.idle_safe_to_evict = k8s.idle_safe_to_evict;
     Some(protection)
 }
 
 /// A request the back-end sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Sent {
-    /// The pod's read (at start, and again while no read succeeded).
+    /// The pod's read at start (and again while no read succeeded).
     Read,
-    /// A patch marking the pod busy (true) or idle.
+    /// The pod read again: after a 409, or a patch without a clear answer.
+    Reread,
+    /// A patch for an app that is busy (true) or idle.
     Patch(bool),
 }
 
 /// Where the back-end's one exchange with the API server stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
-    /// The pod's read is out.
-    Reading,
+    /// This request is out.
+    Out(Sent),
     /// Nothing out: the next request goes when one is due.
     Idle,
-    /// A patch marking the pod busy (true) or idle is out.
-    Patching { busy: bool },
-    /// A 401 came back: this request goes again at once (the shell reads
-    /// the token again for every request), once per `Streak`.
+    /// This request goes at once (`follow_up`): a 401's retry (the shell
+    /// reads the token again for every request, once per `Streak`), a
+    /// read after a 409 and the patch after it.
     Again(Sent),
     /// The last request failed: nothing goes out before `until`.
     Backoff { until: Instant },
-}
-
-impl State {
-    /// The request out, if any.
-    fn out(self) -> Option<Sent> {
-        match self {
-            State::Reading => Some(Sent::Read),
-            State::Patching { busy } => Some(Sent::Patch(busy)),
-            State::Idle | State::Again(_) | State::Backoff { .. } => None,
-        }
-    }
 }
 
 /// The failures since the last success.
@@ -127,35 +129,42 @@ enum Read {
     Done { grace: Option<Grace> },
 }
 
-/// The managed keys and the record as the pod holds them, or as drainit
-/// wants them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Held {
-    values: Values,
-    /// drainit's record of the template's values is on the pod.
-    record: bool,
+/// After a crash: the crash's own exchange, within `CRASH_BOUND`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Crash {
+    /// No crash, or its exchange is over.
+    None,
+    /// This request of the crash's is out (`Sent::Reread` or
+    /// `Sent::Patch(false)`); reads after 409s so far.
+    Out(Sent, u8),
 }
 
 /// The pod annotations: set while the app is busy, the template's values
-/// back once it is idle.
+/// back once no drainit of the pod is busy.
 #[derive(Debug)]
 pub struct Protection {
     namespace: String,
     pod: String,
     interval: Duration,
-    cost: i32,
-    managed: Managed,
-    /// `--k8s-idle-safe-to-evict`: idle sets safe-to-evict "true".
-    idle_safe_to_evict: bool,
-    /// What the pod's template gave the managed keys: found on them at
-    /// start with no record, or in the record (`RECORD_KEY`).
-    template: Values,
+    /// This drainit as the record names it, and what it sets.
+    me: Me,
+    /// Protection stays off: drainit does not know its container's name.
+    off: bool,
     /// What the pod holds, as the API server last said (None: unknown,
-    /// after a patch without a clear answer or before the read): then the
-    /// next answer's patch goes out whatever it is.
+    /// before the read and after a patch without a clear answer; it is
+    /// read again before the next patch).
     held: Option<Held>,
     state: State,
     streak: Streak,
+    /// 409s in a row.
+    conflicts: u8,
+    /// The app's state a read again is for: the patch it may need follows
+    /// at once.
+    pending: Option<bool>,
+    /// A template whose restore the API server refused: restored by
+    /// removing its keys instead (once).
+    refused: Option<Template>,
+    crash: Crash,
     /// The last failure said (one line until it changes).
     said: Option<Key>,
     /// The sources' failures to answer protection's poll, once per kind.
@@ -190,13 +199,21 @@ impl Protection {
             namespace: k8s.namespace.clone(),
             pod: k8s.pod.clone(),
             interval: k8s.interval,
-            cost: k8s.cost,
-            managed: k8s.managed,
-            idle_safe_to_evict: false,
-            template: Values::default(),
+            me: Me {
+                name: record::UNNAMED.to_string(),
+                managed: k8s.managed,
+                cost: k8s.cost,
+                idle_safe_to_evict: false,
+                containers: Vec::new(),
+            },
+            off: false,
             held: None,
             state: State::Idle,
             streak: Streak::default(),
+            conflicts: 0,
+            pending: None,
+            refused: None,
+            crash: Crash::None,
             said: None,
             sources: Complaints::default(),
             grace,
@@ -214,26 +231,20 @@ impl Protection {
     }
 
     fn request_for(&mut self, sent: Sent) -> Request {
-        self.state = match sent {
-            Sent::Read => State::Reading,
-            Sent::Patch(busy) => State::Patching { busy },
-        };
+        self.state = State::Out(sent);
         self.build(sent)
     }
 
-    /// The request for `sent`: the read, or the patch that makes the pod
-    /// hold what busy (or idle) wants, the record included.
+    /// The request for `sent`: a read, or the patch that makes the pod
+    /// hold what busy (or idle) wants, the record included, under the
+    /// version it was computed from.
     fn build(&self, sent: Sent) -> Request {
-        let (method, body) = match sent {
-            Sent::Read => (Method::Get, None),
-            Sent::Patch(busy) => {
-                let want = self.wanted(busy);
-                let record = want
-                    .record
-                    .then(|| record_text(self.managed, &self.template));
-                let body = annotations_patch(self.managed, &want.values, record.as_deref());
-                (Method::Patch, Some(body))
+        let (method, body) = match (sent, &self.held) {
+            (Sent::Patch(busy), Some(held)) => {
+                let want = self.want(held, busy);
+                (Method::Patch, Some(record::patch(&self.me, held, &want)))
             }
+            _ => (Method::Get, None),
         };
         let mut request = Request::new(Endpoint::K8sPod, method)
             .with_auth(Auth::ServiceAccount)
@@ -244,79 +255,26 @@ impl Protection {
         request
     }
 
-    /// `values` with only the managed keys.
-    fn managed_only(&self, values: &Values) -> Values {
-        let mut out = Values::default();
-        for a in self.managed.iter() {
-            out[a as usize] = values[a as usize].clone();
-        }
-        out
+    fn want(&self, held: &Held, busy: bool) -> record::Want {
+        record::want(&self.me, held, busy, self.refused.as_ref())
     }
 
-    /// Busy's values of the managed keys.
-    fn busy_values(&self) -> Values {
-        let mut out = Values::default();
-        for a in self.managed.iter() {
-            out[a as usize] = Some(match a {
-                Annotation::Cost => self.cost.to_string(),
-                Annotation::SafeToEvict => "false".to_string(),
-                Annotation::DoNotDisrupt => "true".to_string(),
-            });
+    /// The request due for an app busy (or idle): a read while what the
+    /// pod holds is unknown, a patch when it holds something else.
+    fn due(&self, busy: bool) -> Option<Sent> {
+        match &self.held {
+            None => Some(Sent::Reread),
+            Some(held) if record::holds(held, &self.want(held, busy)) => None,
+            Some(_) => Some(Sent::Patch(busy)),
         }
-        out
-    }
-
-    /// What busy (or idle) wants the pod to hold: busy's values, or the
-    /// template's (safe-to-evict "true" with `--k8s-idle-safe-to-evict`);
-    /// the record whenever a value is not the template's.
-    fn wanted(&self, busy: bool) -> Held {
-        let mut values = match busy {
-            true => self.busy_values(),
-            false => self.template.clone(),
-        };
-        let evict = Annotation::SafeToEvict;
-        if !busy && self.idle_safe_to_evict && self.managed.has(evict) {
-            values[evict as usize] = Some("true".to_string());
-        }
-        let record = values != self.template;
-        Held { values, record }
-    }
-
-    /// The pod's keys as read: with no record, they are the template's
-    /// (whatever their values); with one, they are drainit's from an
-    /// earlier run and the record holds the template's.
-    fn take_keys(&mut self, pod: &Pod) {
-        let found = self.managed_only(&pod.annotations);
-        let (template, record) = match pod.record.as_deref() {
-            None => (found.clone(), false),
-            Some(text) => match read_record(self.managed, text) {
-                Ok(template) => {
-                    info!(
-                        "pod {}/{} holds drainit's annotations from an earlier run: the first idle answer restores the template's values kept in {RECORD_KEY}",
-                        self.namespace, self.pod
-                    );
-                    (template, true)
-                }
-                Err(e) => {
-                    warn!(
-                        "Kubernetes pod protection: the pod's {RECORD_KEY} is not drainit's record ({e}): the template's values are not known, so idle removes the keys"
-                    );
-                    (Values::default(), true)
-                }
-            },
-        };
-        self.template = template;
-        self.held = Some(Held {
-            values: found,
-            record,
-        });
     }
 
     /// The pod as read at start: its keys are drainit's earlier state, its
     /// period sets the default grace or checks the one given.
     fn read(&mut self, body: &[u8]) -> Result<(), String> {
         let pod = read_pod(body).map_err(|e| e.to_string())?;
-        self.take_keys(&pod);
+        self.name_self(&pod);
+        self.take_keys(&pod, None, true);
         self.uid = pod.uid.clone();
         let Some(period) = pod.grace_seconds else {
             if pod.grace_unreadable {
@@ -473,14 +431,15 @@ impl Protection {
         self.streak.count = self.streak.count.saturating_add(1);
         let wait = backoff(self.streak.count).max(after.unwrap_or_default());
         self.state = State::Backoff { until: now + wait };
+        self.pending = None;
         self.say(key, message);
     }
 
-    /// A patch whose fate is unknown (no answer, a 409, a 5xx, a 429, an
-    /// unexpected status): the API server may have applied it, so what the
-    /// pod holds is unknown and the next answer, busy or idle, is sent
-    /// again (a merge patch is idempotent). A clear refusal (401, 403, 404,
-    /// 400, 415, 422) changed nothing and keeps the state.
+    /// A patch whose fate is unknown (no answer, a 5xx, a 429, a 409 past
+    /// its retries, an unexpected status): the API server may have applied
+    /// it, so what the pod holds is unknown and it is read again before
+    /// the next patch. A clear refusal (401, 403, 404, 400, 415, 422)
+    /// changed nothing and keeps the state.
     fn unknown_after(&mut self, sent: Option<Sent>) {
         if let Some(Sent::Patch(_)) = sent {
             self.held = None;
@@ -516,17 +475,32 @@ impl Protection {
                     );
                 }
             }
+            Some(Sent::Reread) => match read_pod(body) {
+                Ok(pod) => {
+                    self.take_keys(&pod, None, false);
+                    if let Some(sent) = self.pending.take().and_then(|busy| self.due(busy)) {
+                        self.state = State::Again(sent);
+                    }
+                }
+                Err(e) => self.failed(
+                    now,
+                    Key::UnexpectedStatus,
+                    &format!("the pod's read: {e}"),
+                    None,
+                ),
+            },
             Some(Sent::Patch(busy)) => {
-                self.held = Some(self.wanted(busy));
-                match busy {
-                    true => info!(
-                        "pod {}/{} protected: the app is busy",
-                        self.namespace, self.pod
+                self.conflicts = 0;
+                // The answer is the pod as patched (its metadata).
+                let pod = read_pod(body).unwrap_or_default();
+                self.take_keys(&pod, Some(busy), false);
+                let (ns, pod) = (&self.namespace, &self.pod);
+                match (busy, self.is_on()) {
+                    (true, _) => info!("pod {ns}/{pod} protected: the app is busy"),
+                    (false, true) => info!(
+                        "pod {ns}/{pod}: the app is idle; another container's drainit keeps the pod protected"
                     ),
-                    false => info!(
-                        "pod {}/{} unprotected: the app is idle",
-                        self.namespace, self.pod
-                    ),
+                    (false, false) => info!("pod {ns}/{pod} unprotected: the app is idle"),
                 }
             }
             None => {}
@@ -576,7 +550,7 @@ impl Backend for Protection {
 
     fn request(&mut self, busy: bool, now: Instant) -> Option<Request> {
         match self.state {
-            State::Reading | State::Patching { .. } | State::Again(_) => return None,
+            State::Out(_) | State::Again(_) => return None,
             State::Backoff { until } if now < until => return None,
             State::Backoff { .. } | State::Idle => {}
         }
@@ -587,14 +561,21 @@ impl Backend for Protection {
             // stop polls no more, so it ends there.
             return Some(self.request_for(Sent::Read));
         }
-        if self.held.as_ref() == Some(&self.wanted(busy)) {
-            return None; // a patch would change nothing
+        if self.off {
+            return None;
         }
-        Some(self.request_for(Sent::Patch(busy)))
+        let sent = self.due(busy)?;
+        if sent == Sent::Reread {
+            self.pending = Some(busy);
+        }
+        Some(self.request_for(sent))
     }
 
     fn on_answer(&mut self, result: Result<Response, Failure>, now: Instant) {
-        let sent = std::mem::replace(&mut self.state, State::Idle).out();
+        let sent = match std::mem::replace(&mut self.state, State::Idle) {
+            State::Out(sent) => Some(sent),
+            _ => None,
+        };
         let response = match result {
             Ok(response) => response,
             Err(failure) => {
@@ -603,6 +584,9 @@ impl Backend for Protection {
             }
         };
         let status = response.status;
+        if status == 409 && self.conflict(sent) {
+            return;
+        }
         let verdict = verdict(&response);
         if matches!(verdict, Verdict::Retry { .. } | Verdict::Unexpected(_)) {
             self.unknown_after(sent);
@@ -647,13 +631,17 @@ impl Backend for Protection {
                 None,
             ),
             Verdict::Retry { after } => {
-                let key = if status == 429 {
-                    Key::TooMany
-                } else {
-                    Key::Retry
+                let (key, message) = match status {
+                    429 => (Key::TooMany, format!("HTTP {status}: retrying")),
+                    409 => (
+                        Key::Retry,
+                        "HTTP 409: the pod keeps changing under drainit's patches; retrying".into(),
+                    ),
+                    _ => (Key::Retry, format!("HTTP {status}: retrying")),
                 };
-                self.failed(now, key, &format!("HTTP {status}: retrying"), after)
+                self.failed(now, key, &message, after)
             }
+            Verdict::Refused(422, message) if self.fall_back(sent, &message) => {}
             Verdict::Refused(code, message) => self.failed(
                 now,
                 Key::Refused,
@@ -752,52 +740,25 @@ impl Backend for Protection {
     fn is_on(&self) -> bool {
         self.held
             .as_ref()
-            .is_some_and(|h| h.values == self.busy_values())
+            .is_some_and(|held| record::is_on(&self.me, held))
     }
 
     fn on_crash(&mut self) -> Option<Request> {
-        if self.state == (State::Patching { busy: true }) {
-            // Sent beside it, the idle patch could land first and the
-            // busy one last: its answer is waited for (`crash_waits`),
-            // then this is asked again.
-            return None;
-        }
-        let busy_out = matches!(
-            self.state,
-            State::Patching { busy: true } | State::Again(Sent::Patch(true))
-        );
-        let idle = self.wanted(false);
-        let may_be_busy = match &self.held {
-            None => true,
-            Some(held) => *held != idle && self.is_on(),
-        };
-        let due = self.read != Read::Pending && (busy_out || may_be_busy);
-        due.then(|| self.build(Sent::Patch(false)))
+        self.crash_request()
     }
 
     fn crash_waits(&self) -> bool {
         // The read at start: the pod may hold busy's values from an
         // earlier run of the container. A busy patch out: the idle one
         // goes after its answer, never beside it.
-        matches!(self.state, State::Reading | State::Patching { busy: true })
+        matches!(
+            self.state,
+            State::Out(Sent::Read) | State::Out(Sent::Patch(true))
+        )
     }
 
-    fn crash_answered(&mut self, result: Option<Result<Response, Failure>>) {
-        let failure = match &result {
-            Some(Ok(answer)) if matches!(verdict(answer), Verdict::Applied) => {
-                self.held = Some(self.wanted(false));
-                return info!(
-                    "pod {}/{} unprotected: the app ended while protected",
-                    self.namespace, self.pod
-                );
-            }
-            Some(Ok(answer)) => format!("HTTP {}", answer.status),
-            Some(Err(failure)) => failure.to_string(),
-            None => format!("no answer within {} ms", millis(super::CRASH_BOUND)),
-        };
-        warn!(
-            "Kubernetes pod protection: the app ended while protected, and the idle patch failed ({failure}): the pod keeps drainit's annotations until it is deleted or drainit runs in it again"
-        );
+    fn crash_answered(&mut self, result: Option<Result<Response, Failure>>) -> Option<Request> {
+        self.crash_answer(result)
     }
 
     fn complain(&mut self, key: Key, message: &str) {
