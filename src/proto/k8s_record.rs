@@ -188,7 +188,11 @@ mod tests {
     #[test]
     fn the_record_is_flat_with_every_key_and_the_busy_list() {
         let record = Record {
-            template: [Some(Some("-100".into())), Some(Some("a \"b\"\n".into())), Some(None)],
+            template: [
+                Some(Some("-100".into())),
+                Some(Some("a \"b\"\n".into())),
+                Some(None),
+            ],
             busy: vec!["app".into(), "side".into()],
         };
         let text = record_text(&record);
@@ -237,7 +241,17 @@ mod tests {
             assert!(valid_cost(good), "{good}");
         }
         for bad in [
-            "", "abc", "+5", "007", "00", "2147483648", "-2147483649", " 5", "5 ", "1e3", "-",
+            "",
+            "abc",
+            "+5",
+            "007",
+            "00",
+            "2147483648",
+            "-2147483649",
+            " 5",
+            "5 ",
+            "1e3",
+            "-",
         ] {
             assert!(!valid_cost(bad), "{bad:?}");
         }
@@ -258,15 +272,27 @@ mod tests {
         );
         assert_eq!(record.busy, ["app", "side"], "names only, once each");
         // A value kept whole up to its bound, escapes counted.
-        assert!(valid_value(Annotation::DoNotDisrupt, &"x".repeat(VALUE_LIMIT)));
-        assert!(!valid_value(Annotation::DoNotDisrupt, &"x".repeat(VALUE_LIMIT + 1)));
-        assert!(!valid_value(Annotation::DoNotDisrupt, &"\"".repeat(VALUE_LIMIT / 2 + 1)));
+        assert!(valid_value(
+            Annotation::DoNotDisrupt,
+            &"x".repeat(VALUE_LIMIT)
+        ));
+        assert!(!valid_value(
+            Annotation::DoNotDisrupt,
+            &"x".repeat(VALUE_LIMIT + 1)
+        ));
+        assert!(!valid_value(
+            Annotation::DoNotDisrupt,
+            &"\"".repeat(VALUE_LIMIT / 2 + 1)
+        ));
     }
 
     #[test]
     fn the_patch_carries_the_resource_version_and_fits_the_request_bound() {
         let patch = annotations_patch(
-            &[(Annotation::Cost, Some("1000")), (Annotation::SafeToEvict, None)],
+            &[
+                (Annotation::Cost, Some("1000")),
+                (Annotation::SafeToEvict, None),
+            ],
             Some("{}"),
             Some("42"),
         );
@@ -299,7 +325,11 @@ mod tests {
             .map(|a| (a, Some(worst.as_str())))
             .collect();
         let patch = annotations_patch(&keys, Some(&text), Some(&"9".repeat(64)));
-        assert!(patch.len() + 2048 <= REQUEST_LIMIT - TOKEN_LIMIT, "{}", patch.len());
+        assert!(
+            patch.len() + 2048 <= REQUEST_LIMIT - TOKEN_LIMIT,
+            "{}",
+            patch.len()
+        );
         // A pod read keeps the record whole.
         let body = serde_json::json!({"metadata": {"annotations": {RECORD_KEY: text}}});
         let pod = read_pod(body.to_string().as_bytes()).unwrap();

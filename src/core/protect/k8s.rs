@@ -770,7 +770,8 @@ impl Backend for Protection {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::k8s::{COST_KEY, DO_NOT_DISRUPT_KEY, SAFE_TO_EVICT_KEY};
+    use crate::proto::k8s::{Managed, COST_KEY, DO_NOT_DISRUPT_KEY, SAFE_TO_EVICT_KEY};
+    use crate::proto::k8s_record::{BUSY_KEY, RECORD_KEY};
     use std::time::SystemTime;
 
     fn config(grace_given: bool) -> K8sConfig {
@@ -815,32 +816,37 @@ mod tests {
 
     const BUSY_POD: &str = r#"{"metadata":{"annotations":{"controller.kubernetes.io/pod-deletion-cost":"1000","cluster-autoscaler.kubernetes.io/safe-to-evict":"false","karpenter.sh/do-not-disrupt":"true"}},"spec":{"terminationGracePeriodSeconds":60}}"#;
 
-    /// Busy's values of the three keys.
-    fn busy_values() -> Values {
-        [
-            Some("1000".into()),
-            Some("false".into()),
-            Some("true".into()),
-        ]
-    }
-
-    /// The patch that marks a pod busy whose template set none of the keys.
-    fn busy_patch() -> Vec<u8> {
-        annotations_patch(Managed::ALL, &busy_values(), Some("{}"))
+    /// The patch that marks a pod busy whose template set none of the
+    /// keys (its record parsed).
+    fn busy_patch() -> serde_json::Value {
+        serde_json::json!({"metadata": {"annotations": {
+            COST_KEY: "1000", SAFE_TO_EVICT_KEY: "false", DO_NOT_DISRUPT_KEY: "true",
+            RECORD_KEY: {COST_KEY: null, SAFE_TO_EVICT_KEY: null, DO_NOT_DISRUPT_KEY: null,
+                BUSY_KEY: [record::UNNAMED]}}}})
     }
 
     /// The patch that gives such a pod its template's values back.
-    fn idle_patch() -> Vec<u8> {
-        annotations_patch(Managed::ALL, &Values::default(), None)
+    fn idle_patch() -> serde_json::Value {
+        serde_json::json!({"metadata": {"annotations": {
+            COST_KEY: null, SAFE_TO_EVICT_KEY: null, DO_NOT_DISRUPT_KEY: null, RECORD_KEY: null}}})
     }
 
     /// The pod holds what idle wants, as far as the back-end knows.
     fn is_idle(p: &Protection) -> bool {
-        p.held == Some(p.wanted(false))
+        p.held
+            .as_ref()
+            .is_some_and(|h| record::holds(h, &p.want(h, false)))
     }
 
+    /// A request's body, the record in it parsed.
     fn body(request: Request) -> serde_json::Value {
-        serde_json::from_slice(&request.body.unwrap()).unwrap()
+        let request = &request;
+        let mut v: serde_json::Value =
+            serde_json::from_slice(request.body.as_ref().unwrap()).unwrap();
+        if let Some(text) = v["metadata"]["annotations"][RECORD_KEY].as_str() {
+            v["metadata"]["annotations"][RECORD_KEY] = serde_json::from_str(text).unwrap();
+        }
+        v
     }
 
     #[test]
@@ -860,13 +866,13 @@ mod tests {
         let busy = p.request(true, t0).unwrap();
         assert_eq!(busy.method, Method::Patch);
         assert_eq!(busy.headers, [("Accept", PATCH_ACCEPT.to_string())]);
-        assert_eq!(busy.body.unwrap(), busy_patch());
+        assert_eq!(body(busy), busy_patch());
         assert_eq!(p.request(false, t0), None, "one request out");
         p.on_answer(ok("{}"), t0);
         assert!(p.is_on());
         assert_eq!(p.request(true, t0), None, "busy and on: nothing");
         let idle = p.request(false, t0).unwrap();
-        assert_eq!(idle.body.unwrap(), idle_patch());
+        assert_eq!(body(idle), idle_patch());
         p.on_answer(ok("{}"), t0);
         assert!(!p.is_on());
     }
@@ -874,21 +880,44 @@ mod tests {
     #[test]
     fn keys_found_with_drainits_record_are_drainits_and_idle_restores_the_template() {
         let t0 = Instant::now();
-        let recorded = r#"{"metadata":{"annotations":{"controller.kubernetes.io/pod-deletion-cost":"1000","cluster-autoscaler.kubernetes.io/safe-to-evict":"false","karpenter.sh/do-not-disrupt":"true","drainit.dev/template-annotations":"{\"cluster-autoscaler.kubernetes.io/safe-to-evict\":\"true\"}"}}}"#;
-        let mut p = Protection::new(&config(false), None, None);
-        p.start();
-        p.on_answer(ok(recorded), t0);
-        assert!(p.is_on());
-        assert_eq!(p.request(true, t0), None, "busy already: nothing");
-        let restore = p.request(false, t0).expect("idle restores the template");
-        assert_eq!(
-            body(restore),
-            serde_json::json!({"metadata": {"annotations": {
-                COST_KEY: null, SAFE_TO_EVICT_KEY: "true", DO_NOT_DISRUPT_KEY: null, RECORD_KEY: null}}})
-        );
-        p.on_answer(ok("{}"), t0);
-        assert!(is_idle(&p) && !p.is_on());
-        assert_eq!(p.request(false, t0), None);
+        let busy = r#""controller.kubernetes.io/pod-deletion-cost":"1000","cluster-autoscaler.kubernetes.io/safe-to-evict":"false","karpenter.sh/do-not-disrupt":"true""#;
+        // This drainit's own record: busy already, nothing to send.
+        let record = r#"{\"cluster-autoscaler.kubernetes.io/safe-to-evict\":\"true\",\"controller.kubernetes.io/pod-deletion-cost\":null,\"karpenter.sh/do-not-disrupt\":null,\"drainit.dev/busy\":[\"drainit\"]}"#;
+        // An earlier release's (no busy list): busy names itself, once.
+        let earlier = r#"{\"cluster-autoscaler.kubernetes.io/safe-to-evict\":\"true\"}"#;
+        for (text, sends) in [(record, false), (earlier, true)] {
+            let pod = format!(
+                r#"{{"metadata":{{"resourceVersion":"5","annotations":{{{busy},"drainit.dev/template-annotations":"{text}"}}}}}}"#
+            );
+            let mut p = Protection::new(&config(false), None, None);
+            p.start();
+            p.on_answer(ok(&pod), t0);
+            assert!(p.is_on());
+            let busy = p.request(true, t0);
+            assert_eq!(busy.is_some(), sends, "{text}");
+            if let Some(busy) = busy {
+                let b = body(busy);
+                assert_eq!(b["metadata"]["resourceVersion"], "5");
+                let record = &b["metadata"]["annotations"][RECORD_KEY];
+                assert_eq!(
+                    record[BUSY_KEY],
+                    serde_json::json!([record::UNNAMED]),
+                    "{b}"
+                );
+                assert_eq!(record[SAFE_TO_EVICT_KEY], "true", "{b}");
+                p.on_answer(ok(&pod.replace("\"5\"", "\"6\"")), t0);
+                // (The answer is the pod as before: nothing learnt of it.)
+            }
+            let restore = p.request(false, t0).expect("idle restores the template");
+            assert_eq!(
+                body(restore)["metadata"]["annotations"],
+                serde_json::json!({
+                    COST_KEY: null, SAFE_TO_EVICT_KEY: "true", DO_NOT_DISRUPT_KEY: null, RECORD_KEY: null})
+            );
+            p.on_answer(ok("{}"), t0);
+            assert!(is_idle(&p) && !p.is_on());
+            assert_eq!(p.request(false, t0), None);
+        }
     }
 
     #[test]
@@ -912,7 +941,8 @@ mod tests {
         assert!(is_idle(&q) && !q.is_on());
         assert_eq!(q.request(false, t0), None);
         let busy = q.request(true, t0).unwrap();
-        let record = r#"{"controller.kubernetes.io/pod-deletion-cost":"-100","karpenter.sh/do-not-disrupt":"false"}"#;
+        let record = serde_json::json!({COST_KEY: "-100", SAFE_TO_EVICT_KEY: null,
+            DO_NOT_DISRUPT_KEY: "false", BUSY_KEY: [record::UNNAMED]});
         assert_eq!(
             body(busy),
             serde_json::json!({"metadata": {"annotations": {
@@ -934,14 +964,14 @@ mod tests {
             ok(r#"{"metadata":{"annotations":{"karpenter.sh/do-not-disrupt":"true","drainit.dev/template-annotations":"[1]"}}}"#),
             t0,
         );
-        assert_eq!(r.request(false, t0).unwrap().body.unwrap(), idle_patch());
+        assert_eq!(body(r.request(false, t0).unwrap()), idle_patch());
     }
 
     #[test]
     fn idle_safe_to_evict_says_true_when_idle_and_keeps_the_template() {
         let t0 = Instant::now();
         let mut p = Protection::new(&config(false), None, None);
-        p.idle_safe_to_evict = true;
+        p.me.idle_safe_to_evict = true;
         p.start();
         p.on_answer(
             ok(r#"{"metadata":{"annotations":{"cluster-autoscaler.kubernetes.io/safe-to-evict":"false"}}}"#),
@@ -949,7 +979,8 @@ mod tests {
         );
         assert!(!is_idle(&p), "the template says false");
         let idle_patch = p.request(false, t0).expect("idle says true");
-        let record = r#"{"cluster-autoscaler.kubernetes.io/safe-to-evict":"false"}"#;
+        let record = serde_json::json!({COST_KEY: null, SAFE_TO_EVICT_KEY: "false",
+            DO_NOT_DISRUPT_KEY: null, BUSY_KEY: []});
         assert_eq!(
             body(idle_patch),
             serde_json::json!({"metadata": {"annotations": {
@@ -961,7 +992,7 @@ mod tests {
         assert!(p.request(true, t0).is_some());
         // A template that says true already: idle is the template.
         let mut q = Protection::new(&config(false), None, None);
-        q.idle_safe_to_evict = true;
+        q.me.idle_safe_to_evict = true;
         q.start();
         q.on_answer(
             ok(r#"{"metadata":{"annotations":{"cluster-autoscaler.kubernetes.io/safe-to-evict":"true"}}}"#),
@@ -992,7 +1023,7 @@ mod tests {
         p.on_answer(ok("{}"), t0);
         assert!(p.is_on());
         let crash = p.on_crash().expect("protected");
-        assert_eq!(crash.body.unwrap(), idle_patch());
+        assert_eq!(body(crash.clone()), idle_patch());
         assert_eq!(crash.headers, [("Accept", PATCH_ACCEPT.to_string())]);
         p.crash_answered(Some(ok("{}")));
         assert!(is_idle(&p));
@@ -1023,30 +1054,62 @@ mod tests {
         assert!(p.request(false, t0 + Duration::from_secs(1)).is_some());
     }
 
+    /// A pod at `rv` holding `annotations` (a JSON object).
+    fn pod_at(rv: u32, annotations: serde_json::Value) -> Result<Response, Failure> {
+        ok(
+            &serde_json::json!({"metadata": {"resourceVersion": rv.to_string(),
+            "annotations": annotations}})
+            .to_string(),
+        )
+    }
+
+    /// What a pod busy with this drainit's values holds (the template set
+    /// none of the keys).
+    fn busy_pod() -> serde_json::Value {
+        let record = serde_json::json!({COST_KEY: null, SAFE_TO_EVICT_KEY: null,
+            DO_NOT_DISRUPT_KEY: null, BUSY_KEY: [record::UNNAMED]});
+        serde_json::json!({COST_KEY: "1000", SAFE_TO_EVICT_KEY: "false",
+            DO_NOT_DISRUPT_KEY: "true", RECORD_KEY: record.to_string()})
+    }
+
     #[test]
-    fn a_patch_without_a_clear_answer_is_sent_again_whatever_comes_next() {
+    fn a_patch_without_a_clear_answer_is_read_again_before_the_next_one() {
         let t0 = Instant::now();
         let later = t0 + Duration::from_secs(120);
         let timeout = || Err(Failure::new(crate::proto::http::Kind::Timeout, "t"));
-        for lost in [
-            timeout(),
-            status(500),
-            status(409),
-            status(429),
-            status(302),
-        ] {
-            let mut p = Protection::new(&config(false), None, None);
-            p.start();
-            p.on_answer(ok("{}"), t0);
-            assert!(is_idle(&p));
-            p.request(true, t0).unwrap();
-            // Perhaps applied: the idle answer must go out, or busy's
-            // annotations could stay on an idle pod.
-            p.on_answer(lost, t0);
-            let idle = p.request(false, later).expect("idle is sent again");
-            assert_eq!(idle.body.unwrap(), idle_patch());
-            p.on_answer(ok("{}"), later);
-            assert!(is_idle(&p));
+        for lost in [timeout(), status(500), status(429), status(302)] {
+            for applied in [true, false] {
+                let mut p = Protection::new(&config(false), None, None);
+                p.start();
+                p.on_answer(pod_at(1, serde_json::json!({})), t0);
+                assert!(is_idle(&p));
+                p.request(true, t0).unwrap();
+                // Perhaps applied: read again, so that busy's annotations
+                // never stay on an idle pod.
+                p.on_answer(lost.clone(), t0);
+                let read = p.request(false, later).expect("read again");
+                assert_eq!(read.method, Method::Get);
+                let there = match applied {
+                    true => pod_at(2, busy_pod()),
+                    false => pod_at(1, serde_json::json!({})),
+                };
+                p.on_answer(there, later);
+                match applied {
+                    true => {
+                        let idle = p.follow_up().expect("the idle patch at once");
+                        let b = body(idle);
+                        assert_eq!(b["metadata"]["resourceVersion"], "2");
+                        assert_eq!(
+                            b["metadata"]["annotations"],
+                            idle_patch()["metadata"]["annotations"]
+                        );
+                        p.on_answer(pod_at(3, serde_json::json!({})), later);
+                    }
+                    false => assert_eq!(p.follow_up(), None, "nothing to undo"),
+                }
+                assert!(is_idle(&p));
+                assert_eq!(p.request(false, later), None);
+            }
         }
         // A clear refusal changed nothing: the state stays.
         for refused in [403, 404, 422] {
@@ -1058,6 +1121,143 @@ mod tests {
             assert!(is_idle(&p), "{refused}");
             assert_eq!(p.request(false, later), None, "{refused}");
         }
+    }
+
+    #[test]
+    fn a_conflict_is_read_again_and_sent_again_at_once() {
+        let t0 = Instant::now();
+        let mut named = config(false);
+        named.container = Some("app".into());
+        let spec = r#"{"metadata":{"resourceVersion":"1"},"spec":{"containers":[{"name":"app"},{"name":"side"}]}}"#;
+        let mut p = Protection::new(&named, None, None);
+        p.start();
+        p.on_answer(ok(spec), t0);
+        let busy = body(p.request(true, t0).unwrap());
+        assert_eq!(busy["metadata"]["resourceVersion"], "1");
+        // The sidecar's drainit turned busy first, with a higher cost.
+        p.on_answer(status(409), t0);
+        assert_eq!(p.request(true, t0), None, "nothing but the read");
+        let read = p.follow_up().expect("read at once");
+        assert_eq!((read.method, read.body), (Method::Get, None));
+        let side = serde_json::json!({COST_KEY: null, SAFE_TO_EVICT_KEY: null,
+            DO_NOT_DISRUPT_KEY: null, BUSY_KEY: ["side"]});
+        let sides = serde_json::json!({COST_KEY: "5000", SAFE_TO_EVICT_KEY: "false",
+            DO_NOT_DISRUPT_KEY: "true", RECORD_KEY: side.to_string()});
+        p.on_answer(pod_at(2, sides), t0);
+        let again = body(p.follow_up().expect("the patch anew"));
+        assert_eq!(again["metadata"]["resourceVersion"], "2");
+        let annotations = &again["metadata"]["annotations"];
+        assert_eq!(annotations[COST_KEY], "5000", "the highest");
+        assert_eq!(
+            annotations[RECORD_KEY][BUSY_KEY],
+            serde_json::json!(["side", "app"])
+        );
+        // Conflicts without end: CONFLICTS reads, then the backoff.
+        for _ in 0..CONFLICTS - 1 {
+            p.on_answer(status(409), t0);
+            p.follow_up().expect("read");
+            p.on_answer(pod_at(2, serde_json::json!({})), t0);
+            p.follow_up().expect("patch");
+        }
+        p.on_answer(status(409), t0);
+        assert_eq!(p.follow_up(), None);
+        assert!(matches!(p.state, State::Backoff { .. }));
+        assert_eq!(p.held, None, "unknown: read before the next patch");
+    }
+
+    #[test]
+    fn a_refused_restore_falls_back_once_to_removing_the_keys() {
+        let t0 = Instant::now();
+        let record = serde_json::json!({COST_KEY: "-5", SAFE_TO_EVICT_KEY: "true",
+            DO_NOT_DISRUPT_KEY: null, BUSY_KEY: [record::UNNAMED]});
+        let mut planted = busy_pod();
+        planted[RECORD_KEY] = record.to_string().into();
+        let mut p = Protection::new(&config(false), None, None);
+        p.start();
+        p.on_answer(pod_at(4, planted), t0);
+        let restore = body(p.request(false, t0).unwrap());
+        assert_eq!(restore["metadata"]["annotations"][COST_KEY], "-5");
+        p.on_answer(status(422), t0);
+        let removal = body(p.follow_up().expect("the keys removed at once"));
+        assert_eq!(
+            removal["metadata"]["annotations"],
+            idle_patch()["metadata"]["annotations"]
+        );
+        // Refused too: the backoff, and the same removal after it, never
+        // the refused values again.
+        p.on_answer(status(422), t0);
+        assert_eq!(p.follow_up(), None, "once");
+        let later = body(p.request(false, t0 + Duration::from_secs(5)).unwrap());
+        assert_eq!(later, removal);
+        p.on_answer(pod_at(5, serde_json::json!({})), t0);
+        assert!(is_idle(&p) && !p.is_on());
+    }
+
+    #[test]
+    fn a_crash_patch_in_conflict_is_read_again_and_sent_again() {
+        let t0 = Instant::now();
+        let mut p = Protection::new(&config(false), None, None);
+        p.start();
+        p.on_answer(pod_at(1, serde_json::json!({})), t0);
+        p.request(true, t0).unwrap();
+        p.on_answer(pod_at(2, busy_pod()), t0);
+        let crash = body(p.on_crash().expect("protected"));
+        assert_eq!(crash["metadata"]["resourceVersion"], "2");
+        // Another drainit of the pod turned busy meanwhile.
+        let read = p.crash_answered(Some(status(409))).expect("read again");
+        assert_eq!(read.method, Method::Get);
+        let record = serde_json::json!({COST_KEY: null, SAFE_TO_EVICT_KEY: null,
+            DO_NOT_DISRUPT_KEY: null, BUSY_KEY: ["drainit", "side"]});
+        let mut both = busy_pod();
+        both[RECORD_KEY] = record.to_string().into();
+        let again = body(
+            p.crash_answered(Some(pod_at(3, both)))
+                .expect("the patch anew"),
+        );
+        assert_eq!(again["metadata"]["resourceVersion"], "3");
+        let annotations = &again["metadata"]["annotations"];
+        assert_eq!(
+            annotations[RECORD_KEY][BUSY_KEY],
+            serde_json::json!(["side"])
+        );
+        assert_eq!(annotations[COST_KEY], "1000", "kept for the sidecar");
+        assert_eq!(
+            p.crash_answered(Some(pod_at(4, serde_json::json!({})))),
+            None
+        );
+        // Conflicts without end stop at CONFLICTS reads.
+        let mut q = Protection::new(&config(false), None, None);
+        q.start();
+        q.on_answer(pod_at(2, busy_pod()), t0);
+        q.on_crash().unwrap();
+        for _ in 0..CONFLICTS {
+            q.crash_answered(Some(status(409))).expect("read");
+            q.crash_answered(Some(pod_at(2, busy_pod())))
+                .expect("patch");
+        }
+        assert_eq!(q.crash_answered(Some(status(409))), None);
+    }
+
+    #[test]
+    fn protection_stays_off_when_drainit_does_not_know_its_container() {
+        let t0 = Instant::now();
+        let two = r#"{"spec":{"containers":[{"name":"app","command":["/drainit"]},{"name":"side","args":["/bin/drainit"]}]}}"#;
+        let mut p = Protection::new(&config(false), None, None);
+        p.start();
+        p.on_answer(ok(two), t0);
+        assert_eq!(p.request(true, t0), None);
+        assert_eq!(p.on_crash(), None);
+        // Named: on.
+        let mut named = config(false);
+        named.container = Some("side".into());
+        let mut q = Protection::new(&named, None, None);
+        q.start();
+        q.on_answer(ok(two), t0);
+        let busy = body(q.request(true, t0).unwrap());
+        assert_eq!(
+            busy["metadata"]["annotations"][RECORD_KEY][BUSY_KEY],
+            serde_json::json!(["side"])
+        );
     }
 
     #[test]
@@ -1317,6 +1517,9 @@ mod tests {
             assert_eq!(p.request(true, t0), None, "{code}");
             assert!(p.request(true, t0 + s(61)).is_some(), "{code}");
         }
+        // After the 500 the pod is read again, then patched at once.
+        p.on_answer(ok("{}"), t0);
+        assert_eq!(p.follow_up().unwrap().method, Method::Patch);
         p.on_answer(ok("{}"), t0);
         assert!(p.is_on());
         assert_eq!((p.streak, p.state), (Streak::default(), State::Idle));

@@ -118,7 +118,10 @@ pub fn template(managed: Managed, held: &Held) -> Template {
 pub fn too_long(managed: Managed, held: &Held) -> Vec<Annotation> {
     let t = template(managed, held);
     match held.record {
-        Found::None => managed.iter().filter(|a| t[*a as usize].is_none()).collect(),
+        Found::None => managed
+            .iter()
+            .filter(|a| t[*a as usize].is_none())
+            .collect(),
         _ => Vec::new(),
     }
 }
@@ -151,29 +154,35 @@ pub fn want(me: &Me, held: &Held, busy: bool, refused: Option<&Template>) -> Wan
             *value = Some(None);
         }
     }
-    let others: Vec<String> = held
+    let mut list: Vec<String> = held
         .busy()
         .iter()
-        .filter(|n| **n != me.name && (me.containers.is_empty() || me.containers.contains(n)))
+        .filter(|n| me.containers.is_empty() || me.containers.contains(n) || **n == me.name)
+        .filter(|n| busy || **n != me.name)
         .cloned()
         .collect();
-    let shared = !others.is_empty();
-    let mut list = others;
-    if busy {
+    let shared = list.iter().any(|n| *n != me.name);
+    if busy && !list.contains(&me.name) {
         list.push(me.name.clone());
     }
     let mut values = held.values.clone();
     if !list.is_empty() {
-        for a in me.managed.iter().filter(|a| busy && t[*a as usize].is_some()) {
+        for a in me
+            .managed
+            .iter()
+            .filter(|a| busy && t[*a as usize].is_some())
+        {
             values[a as usize] = Some(busy_value(me, a, held, shared));
         }
+        // Busy alone with the template's own values: nothing to record.
+        let alone = !shared && !differs(&t, &values) && held.record == Found::None;
         let record = Record {
             template: t,
             busy: list,
         };
         return Want {
             values,
-            record: Some(record),
+            record: (!alone).then_some(record),
         };
     }
     for a in Annotation::ALL {
@@ -185,15 +194,19 @@ pub fn want(me: &Me, held: &Held, busy: bool, refused: Option<&Template>) -> Wan
     if me.idle_safe_to_evict && me.managed.has(Annotation::SafeToEvict) && t[evict].is_some() {
         values[evict] = Some("true".into());
     }
-    let kept = Annotation::ALL.into_iter().any(|a| {
-        let i = a as usize;
-        t[i].as_ref().is_some_and(|v| *v != values[i])
-    });
-    let record = kept.then(|| Record {
+    let record = differs(&t, &values).then(|| Record {
         template: t,
         busy: Vec::new(),
     });
     Want { values, record }
+}
+
+/// A recorded key of `t` whose value in `values` is not the template's.
+fn differs(t: &Template, values: &Values) -> bool {
+    Annotation::ALL.into_iter().any(|a| {
+        let i = a as usize;
+        t[i].as_ref().is_some_and(|v| *v != values[i])
+    })
 }
 
 /// The pod holds what `want` says: nothing to send.
@@ -309,8 +322,13 @@ mod tests {
 
     /// A pod holding `annotations` (a JSON object) at version `rv`.
     fn held(annotations: serde_json::Value, rv: &str) -> Held {
-        let body = serde_json::json!({"metadata": {"resourceVersion": rv, "annotations": annotations}});
-        Held::from_pod(&read_pod(body.to_string().as_bytes()).unwrap(), Managed::ALL).0
+        let body =
+            serde_json::json!({"metadata": {"resourceVersion": rv, "annotations": annotations}});
+        Held::from_pod(
+            &read_pod(body.to_string().as_bytes()).unwrap(),
+            Managed::ALL,
+        )
+        .0
     }
 
     /// `held` once `want` is applied at version `rv`.
@@ -331,7 +349,9 @@ mod tests {
         // The app turns busy: its keys, and the record naming it.
         let w = want(&app, &template, true, None);
         let body = patch_json(&app, &template, &w);
-        let record = body["metadata"]["annotations"][RECORD_KEY].as_str().unwrap();
+        let record = body["metadata"]["annotations"][RECORD_KEY]
+            .as_str()
+            .unwrap();
         assert_eq!(body["metadata"]["resourceVersion"], "1");
         assert_eq!(
             serde_json::from_str::<serde_json::Value>(record).unwrap(),
@@ -355,7 +375,13 @@ mod tests {
         let last = after(&w, "4");
         // The sidecar idle: the template comes back, the record goes.
         let w = want(&side, &last, false, None);
-        assert_eq!(w, Want { values: [Some("-100".into()), None, None], record: None });
+        assert_eq!(
+            w,
+            Want {
+                values: [Some("-100".into()), None, None],
+                record: None
+            }
+        );
         let body = patch_json(&side, &last, &w);
         assert_eq!(
             body,
@@ -364,9 +390,16 @@ mod tests {
         );
         // A lower cost busy alone keeps its own.
         let w = want(&app, &last, true, None);
-        assert_eq!(w.values[0].as_deref(), Some("5000"), "shared with the sidecar");
+        assert_eq!(
+            w.values[0].as_deref(),
+            Some("5000"),
+            "shared with the sidecar"
+        );
         let alone = after(&want(&side, &last, false, None), "5");
-        assert_eq!(want(&app, &alone, true, None).values[0].as_deref(), Some("1000"));
+        assert_eq!(
+            want(&app, &alone, true, None).values[0].as_deref(),
+            Some("1000")
+        );
     }
 
     #[test]
@@ -381,7 +414,10 @@ mod tests {
         let w = want(&now, &busy, false, None);
         assert_eq!(
             w,
-            Want { values: [None, Some("true".into()), Some("false".into())], record: None }
+            Want {
+                values: [None, Some("true".into()), Some("false".into())],
+                record: None
+            }
         );
         assert_eq!(
             patch_json(&now, &busy, &w)["metadata"]["annotations"],
@@ -396,7 +432,11 @@ mod tests {
         let mut cost_only = me("app", 1000);
         cost_only.managed = Managed::parse("cost").unwrap();
         let first = after(&want(&cost_only, &template, true, None), "2");
-        assert_eq!(first.values[1].as_deref(), Some("true"), "not managed: untouched");
+        assert_eq!(
+            first.values[1].as_deref(),
+            Some("true"),
+            "not managed: untouched"
+        );
         let w = want(&earlier, &first, false, None);
         assert_eq!(w.values, [None, Some("true".into()), Some("false".into())]);
         assert_eq!(w.record, None);
@@ -413,7 +453,8 @@ mod tests {
     #[test]
     fn a_refused_value_is_not_set_and_a_refused_restore_removes_the_keys() {
         let app = me("app", 1000);
-        let record = serde_json::json!({COST: "abc", EVICT: "true", DISRUPT: null, BUSY_KEY: ["app"]});
+        let record =
+            serde_json::json!({COST: "abc", EVICT: "true", DISRUPT: null, BUSY_KEY: ["app"]});
         let planted = held(
             serde_json::json!({COST: "1000", EVICT: "false", DISRUPT: "true", RECORD_KEY: record.to_string()}),
             "7",
@@ -424,10 +465,19 @@ mod tests {
         // The API server refused that restore all the same: the keys go.
         let t = template(app.managed, &planted);
         let w = want(&app, &planted, false, Some(&t));
-        assert_eq!(w, Want { values: [None, None, None], record: None });
+        assert_eq!(
+            w,
+            Want {
+                values: [None, None, None],
+                record: None
+            }
+        );
         // A refusal of another template changes nothing.
         let other: Template = [Some(None), Some(None), Some(None)];
-        assert_eq!(want(&app, &planted, false, Some(&other)).values[1].as_deref(), Some("true"));
+        assert_eq!(
+            want(&app, &planted, false, Some(&other)).values[1].as_deref(),
+            Some("true")
+        );
     }
 
     #[test]
@@ -438,7 +488,11 @@ mod tests {
         let pod = held(serde_json::json!({EVICT: long, DISRUPT: kept}), "1");
         assert_eq!(too_long(app.managed, &pod), [Annotation::SafeToEvict]);
         let w = want(&app, &pod, true, None);
-        assert_eq!(w.values[1].as_deref().map(str::len), Some(long.len()), "untouched");
+        assert_eq!(
+            w.values[1].as_deref().map(str::len),
+            Some(long.len()),
+            "untouched"
+        );
         let body = patch_json(&app, &pod, &w);
         let annotations = &body["metadata"]["annotations"];
         assert!(annotations.get(EVICT).is_none(), "{annotations}");
@@ -471,16 +525,27 @@ mod tests {
     #[test]
     fn names_not_of_the_pod_are_dropped_and_an_unreadable_record_removes_the_keys() {
         let app = me("app", 1000);
-        let record = serde_json::json!({COST: null, EVICT: null, DISRUPT: null, BUSY_KEY: ["gone"]});
+        let record =
+            serde_json::json!({COST: null, EVICT: null, DISRUPT: null, BUSY_KEY: ["gone"]});
         let stale = held(
             serde_json::json!({COST: "1000", EVICT: "false", DISRUPT: "true", RECORD_KEY: record.to_string()}),
             "3",
         );
-        assert_eq!(want(&app, &stale, false, None).record, None, "gone is no container");
+        assert_eq!(
+            want(&app, &stale, false, None).record,
+            None,
+            "gone is no container"
+        );
         let bad = held(serde_json::json!({DISRUPT: "true", RECORD_KEY: "[1]"}), "3");
         assert!(matches!(bad.record, Found::Unreadable(_)));
         let w = want(&app, &bad, false, None);
-        assert_eq!(w, Want { values: [None, None, None], record: None });
+        assert_eq!(
+            w,
+            Want {
+                values: [None, None, None],
+                record: None
+            }
+        );
     }
 
     #[test]

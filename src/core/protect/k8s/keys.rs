@@ -107,7 +107,10 @@ impl Protection {
             return false;
         };
         let template = record::template(self.me.managed, held);
-        let restores = self.want(held, busy).record.map_or(true, |r| r.busy.is_empty());
+        let restores = self
+            .want(held, busy)
+            .record
+            .map_or(true, |r| r.busy.is_empty());
         if !restores || self.refused.as_ref() == Some(&template) {
             return false;
         }
@@ -185,7 +188,10 @@ impl Protection {
             }
             Some(Ok(answer)) => format!("HTTP {}", answer.status),
             Some(Err(failure)) => failure.to_string(),
-            None => format!("no answer within {} ms", millis(crate::core::protect::CRASH_BOUND)),
+            None => format!(
+                "no answer within {} ms",
+                millis(crate::core::protect::CRASH_BOUND)
+            ),
         };
         warn!(
             "Kubernetes pod protection: the app ended while protected, and the idle patch failed ({failure}): the pod keeps drainit's annotations until it is deleted or drainit runs in it again"
