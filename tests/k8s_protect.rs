@@ -1183,7 +1183,9 @@ fn idle_safe_to_evict_says_true_once_idle() {
     // template set none of the keys).
     let at = wait_patches(api, 1, HOLD + PATIENCE);
     assert!(at.duration_since(started) >= HOLD);
-    api.wait_annotations(&serde_json::json!({EVICT: "true", RECORD: record(&[None, None, None], &[])}));
+    api.wait_annotations(
+        &serde_json::json!({EVICT: "true", RECORD: record(&[None, None, None], &[])}),
+    );
     busy.store(true, Ordering::SeqCst);
     wait_patches(api, 2, PATIENCE);
     api.wait_annotations(&busy_annotations());
