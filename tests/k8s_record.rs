@@ -43,8 +43,10 @@ const HOLD: Duration = Duration::from_secs(30);
 const TWO: &str =
     r#"{"containers":[{"name":"app","image":"worker:1"},{"name":"side","image":"side:1"}]}"#;
 
-/// An app that runs until killed and says when it runs.
-const APP: &str = "touch \"$D/ready\"; while :; do sleep 0.05; done";
+/// An app that ignores SIGTERM (a drained app's stop is drainit's) and
+/// says when it runs, as `tests/k8s_protect.rs`'s.
+const APP: &str =
+    "trap 'echo TERM >> \"$D/term\"' TERM; touch \"$D/ready\"; while :; do sleep 0.05; done";
 
 /// The app's drain endpoint: busy (not ready) while `busy` is set.
 fn drain_endpoint(busy: &Arc<AtomicBool>) -> Server {

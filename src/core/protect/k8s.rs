@@ -478,8 +478,9 @@ impl Protection {
             Some(Sent::Reread) => match read_pod(body) {
                 Ok(pod) => {
                     self.take_keys(&pod, None, false);
-                    if let Some(sent) = self.pending.take().and_then(|busy| self.due(busy)) {
-                        self.state = State::Again(sent);
+                    match self.pending.take().and_then(|busy| self.due(busy)) {
+                        Some(sent) => self.state = State::Again(sent),
+                        None => self.conflicts = 0,
                     }
                 }
                 Err(e) => self.failed(

@@ -36,13 +36,23 @@ impl Protection {
         let (ns, pod) = (&self.namespace, &self.pod);
         match &held.record {
             record::Found::None => {}
-            record::Found::Record(r) if r.busy.is_empty() => info!(
-                "pod {ns}/{pod} holds drainit's annotations from an earlier run: the first idle answer restores the template's values kept in {RECORD_KEY}"
-            ),
-            record::Found::Record(r) => info!(
-                "pod {ns}/{pod} is held busy by drainit in container(s) {}: the template's values come back once none is busy",
-                r.busy.join(", ")
-            ),
+            record::Found::Record(r) => {
+                let others: Vec<&str> = r
+                    .busy
+                    .iter()
+                    .filter(|n| **n != self.me.name)
+                    .map(String::as_str)
+                    .collect();
+                match others.as_slice() {
+                    [] => info!(
+                        "pod {ns}/{pod} holds drainit's annotations from an earlier run: the first idle answer restores the template's values kept in {RECORD_KEY}"
+                    ),
+                    others => info!(
+                        "pod {ns}/{pod} is held busy by drainit in container(s) {}: the template's values come back once none is busy",
+                        others.join(", ")
+                    ),
+                }
+            }
             record::Found::Unreadable(e) => warn!(
                 "Kubernetes pod protection: the pod's {RECORD_KEY} is not drainit's record ({e}): the template's values are not known, so idle removes the keys"
             ),
