@@ -468,9 +468,10 @@ declare! {
         heading: Heading::Kubernetes,
         value: "NAME",
         default: Default::None,
-        help: "drainit's own container in the pod spec, whose probes and preStop hook \
-               shorten the default grace (default: the only container, else the one \
-               that runs drainit)",
+        help: "drainit's own container in the pod spec: its name in the record of the \
+               containers holding the pod busy, and whose probes and preStop hook shorten \
+               the default grace (default: the only container that runs drainit, else the \
+               only container; needed with two drainits in one pod)",
         ..ONE
     };
     K8S_COST = Opt {

@@ -1,10 +1,10 @@
 //! The Kubernetes API as plain values (`--k8s-protect`): where the API
 //! server and the pod are (from the environment's text), the request bytes
 //! for the pod's `GET` and merge `PATCH`, the three annotations drainit
-//! manages, drainit's record of the values it overwrote (`RECORD_KEY`) and
-//! the patch that writes them, what a pod read says (the three keys, the
-//! record, `resourceVersion`, `terminationGracePeriodSeconds`), and what an
-//! answer means. No I/O: `io::k8s` reads the files and sends.
+//! manages, what a pod read says (the three keys, drainit's record as text,
+//! `resourceVersion`, `terminationGracePeriodSeconds`, the containers), and
+//! what an answer means. The record itself is `proto::k8s_record`'s. No
+//! I/O: `io::k8s` reads the files and sends.
 //!
 //! Bounds: a request is at most `REQUEST_LIMIT` bytes (the token at most
 //! `TOKEN_LIMIT`, checked to be header-safe); an answer's body is at most
@@ -21,6 +21,7 @@ use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visi
 
 use crate::proto::exchange::{Auth, Method, Request};
 use crate::proto::http::{parse_date, Response};
+use crate::proto::k8s_record::{RECORD_KEY, RECORD_LIMIT, VALUE_LIMIT};
 
 /// `controller.kubernetes.io/pod-deletion-cost`: a ReplicaSet scale-down
 /// removes pods with a lower cost first.
@@ -45,23 +46,13 @@ pub const API_EXCHANGE_LIMIT: usize = API_BODY_LIMIT + 64 * 1024;
 /// Largest service-account token sent (projected tokens are about 1 KiB).
 pub const TOKEN_LIMIT: usize = 16 * 1024;
 /// Largest request, head and body (a patch carries at most three values
-/// and their record, each value at most `ANNOTATION_LIMIT` characters,
-/// escaped: the record's text is escaped twice).
-pub const REQUEST_LIMIT: usize = TOKEN_LIMIT + 256 * 1024;
-/// Longest text kept from a pod read (names, the uid, a reason).
-pub const VALUE_LIMIT: usize = 256;
-/// Longest value of a managed annotation drainit records and gives back
-/// whole; a longer one is read one character past it, so that it is
-/// known to be too long (and left alone), never cut.
-pub const ANNOTATION_LIMIT: usize = 4096;
-/// drainit's own annotation: the values the pod's template gave the
-/// managed keys that drainit overwrote (a JSON object, key to value; a key
-/// the template did not set is absent), written in the same patch that
-/// overwrites them and removed when they are restored. Its presence says
-/// the keys hold drainit's values, not the template's.
-pub const RECORD_KEY: &str = "drainit.dev/template-annotations";
-/// Longest record read (three keys and their values, escaped).
-pub const RECORD_LIMIT: usize = 3 * (6 * ANNOTATION_LIMIT + 64);
+/// and their record, each value at most `k8s_record::VALUE_LIMIT` bytes
+/// escaped, the record at most `k8s_record::RECORD_LIMIT`, escaped once
+/// more as a string).
+pub const REQUEST_LIMIT: usize = TOKEN_LIMIT + 96 * 1024;
+/// Longest string kept from a pod read but the annotations (a name, a uid,
+/// a time, a resourceVersion).
+pub const FIELD_LIMIT: usize = 256;
 /// Most containers kept from a pod read (init containers included); the
 /// API server allows far fewer in practice.
 pub const CONTAINER_LIMIT: usize = 64;
@@ -116,11 +107,6 @@ impl Managed {
 
     pub fn has(self, a: Annotation) -> bool {
         self.0 & a.bit() != 0
-    }
-
-    /// These keys but `a`.
-    pub fn without(self, a: Annotation) -> Managed {
-        Managed(self.0 & !a.bit())
     }
 
     pub fn iter(self) -> impl Iterator<Item = Annotation> {
@@ -183,56 +169,6 @@ pub fn patch_body(managed: Managed, busy: bool, cost: i32) -> Vec<u8> {
 /// The values of the three keys, in `Annotation::ALL` order (None: not
 /// set).
 pub type Values = [Option<String>; 3];
-
-/// The record's text (`RECORD_KEY`): `template`'s values of the managed
-/// keys, as a JSON object with the keys it sets.
-pub fn record_text(managed: Managed, template: &Values) -> String {
-    let map: serde_json::Map<String, serde_json::Value> = managed
-        .iter()
-        .filter_map(|a| {
-            let value = template[a as usize].clone()?;
-            Some((a.key().to_string(), serde_json::Value::String(value)))
-        })
-        .collect();
-    serde_json::Value::Object(map).to_string()
-}
-
-/// The template's values of the managed keys from a record's text; an
-/// error for anything but a JSON object (a value that is not a string is
-/// taken as unset).
-pub fn read_record(managed: Managed, text: &str) -> Result<Values, String> {
-    let value = crate::proto::json::parse(text.as_bytes())
-        .map_err(|e| format!("not a JSON object: {e}"))?;
-    let serde_json::Value::Object(map) = value else {
-        return Err("not a JSON object".into());
-    };
-    let mut values = Values::default();
-    for a in managed.iter() {
-        values[a as usize] = map
-            .get(a.key())
-            .and_then(serde_json::Value::as_str)
-            .map(|v| v.chars().take(ANNOTATION_LIMIT + 1).collect());
-    }
-    Ok(values)
-}
-
-/// The merge patch that makes the managed keys hold `values` (None
-/// deletes a key) and the record hold `record` (None deletes it). Nothing
-/// but `metadata.annotations` is ever written.
-pub fn annotations_patch(managed: Managed, values: &Values, record: Option<&str>) -> Vec<u8> {
-    let mut map = serde_json::Map::new();
-    for a in managed.iter() {
-        let value = values[a as usize]
-            .clone()
-            .map_or(serde_json::Value::Null, serde_json::Value::String);
-        map.insert(a.key().to_string(), value);
-    }
-    let record = record.map_or(serde_json::Value::Null, |r| r.into());
-    map.insert(RECORD_KEY.to_string(), record);
-    serde_json::json!({"metadata": {"annotations": map}})
-        .to_string()
-        .into_bytes()
-}
 
 /// The API server's address from `KUBERNETES_SERVICE_HOST` and
 /// `KUBERNETES_SERVICE_PORT`: an IP literal (IPv6 without brackets, as the
@@ -685,12 +621,12 @@ impl<'de> Visitor<'de> for Walk<'_> {
                     at: At::Annotations,
                 })?,
                 (At::Metadata, Some(1)) => {
-                    pod.resource_version = m.next_value_seed(Text(VALUE_LIMIT))?
+                    pod.resource_version = m.next_value_seed(Text(FIELD_LIMIT))?
                 }
-                (At::Metadata, Some(2)) => pod.uid = m.next_value_seed(Text(VALUE_LIMIT))?,
+                (At::Metadata, Some(2)) => pod.uid = m.next_value_seed(Text(FIELD_LIMIT))?,
                 (At::Metadata, Some(3)) => {
                     pod.deletion = m
-                        .next_value_seed(Text(VALUE_LIMIT))?
+                        .next_value_seed(Text(FIELD_LIMIT))?
                         .as_deref()
                         .and_then(parse_time)
                 }
@@ -709,7 +645,7 @@ impl<'de> Visitor<'de> for Walk<'_> {
                 (At::Container, Some(0)) => {
                     if let (Some(c), Some(name)) = (
                         pod.containers.last_mut(),
-                        m.next_value_seed(Text(VALUE_LIMIT))?,
+                        m.next_value_seed(Text(FIELD_LIMIT))?,
                     ) {
                         c.name = name;
                     }
@@ -722,7 +658,7 @@ impl<'de> Visitor<'de> for Walk<'_> {
                     }
                 }
                 (At::Container, Some(3)) => {
-                    let always = m.next_value_seed(Text(VALUE_LIMIT))?.as_deref() == Some("Always");
+                    let always = m.next_value_seed(Text(FIELD_LIMIT))?.as_deref() == Some("Always");
                     if let Some(c) = pod.containers.last_mut().filter(|c| c.init) {
                         c.restartable = always;
                     }
@@ -762,9 +698,12 @@ impl<'de> Visitor<'de> for Walk<'_> {
                         c.pre_stop = PreStop::Sleep(seconds);
                     }
                 }
-                (At::Annotations, Some(3)) => pod.record = m.next_value_seed(Text(RECORD_LIMIT))?,
+                (At::Annotations, Some(3)) => {
+                    pod.record = m.next_value_seed(Text(RECORD_LIMIT + 1))?
+                }
                 (At::Annotations, Some(i)) => {
-                    pod.annotations[i] = m.next_value_seed(Text(ANNOTATION_LIMIT + 1))?
+                    // One more than is kept: a longer value is known as such.
+                    pod.annotations[i] = m.next_value_seed(Text(VALUE_LIMIT + 1))?
                 }
                 (_, None) => {
                     m.next_value::<IgnoredAny>()?;
@@ -861,7 +800,7 @@ impl<'de> Visitor<'de> for Containers<'_> {
         }
     }
     fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<(), A::Error> {
-        Text(VALUE_LIMIT).visit_map(m).map(|_| ())
+        Text(FIELD_LIMIT).visit_map(m).map(|_| ())
     }
     fn visit_unit<E: de::Error>(self) -> Result<(), E> {
         Ok(())
@@ -901,14 +840,14 @@ impl<'de> Visitor<'de> for RunsDrainit {
     }
     fn visit_seq<A: de::SeqAccess<'de>>(self, mut a: A) -> Result<bool, A::Error> {
         let mut found = false;
-        while let Some(word) = a.next_element_seed(Text(VALUE_LIMIT))? {
+        while let Some(word) = a.next_element_seed(Text(FIELD_LIMIT))? {
             let word = word.unwrap_or_default();
             found |= word.rsplit('/').next() == Some("drainit");
         }
         Ok(found)
     }
     fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<bool, A::Error> {
-        Text(VALUE_LIMIT).visit_map(m).map(|_| false)
+        Text(FIELD_LIMIT).visit_map(m).map(|_| false)
     }
     fn visit_unit<E: de::Error>(self) -> Result<bool, E> {
         Ok(false)
@@ -954,7 +893,7 @@ impl<'de> Visitor<'de> for Conditions {
         Ok(found)
     }
     fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<Self::Value, A::Error> {
-        Text(VALUE_LIMIT).visit_map(m)
+        Text(FIELD_LIMIT).visit_map(m)
     }
     fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
         Ok(None)
@@ -995,9 +934,9 @@ impl<'de> Visitor<'de> for Condition {
         let (mut kind, mut status, mut reason) = (None, None, None);
         while let Some(found) = m.next_key_seed(Key(&["type", "status", "reason"]))? {
             match found {
-                Some(0) => kind = m.next_value_seed(Text(VALUE_LIMIT))?,
-                Some(1) => status = m.next_value_seed(Text(VALUE_LIMIT))?,
-                Some(_) => reason = m.next_value_seed(Text(VALUE_LIMIT))?,
+                Some(0) => kind = m.next_value_seed(Text(FIELD_LIMIT))?,
+                Some(1) => status = m.next_value_seed(Text(FIELD_LIMIT))?,
+                Some(_) => reason = m.next_value_seed(Text(FIELD_LIMIT))?,
                 None => {
                     m.next_value::<IgnoredAny>()?;
                 }
@@ -1008,7 +947,7 @@ impl<'de> Visitor<'de> for Condition {
         Ok(reason.filter(|_| holds))
     }
     fn visit_seq<A: de::SeqAccess<'de>>(self, s: A) -> Result<Self::Value, A::Error> {
-        Text(VALUE_LIMIT).visit_seq(s)
+        Text(FIELD_LIMIT).visit_seq(s)
     }
     fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
         Ok(None)
@@ -1226,71 +1165,6 @@ mod tests {
     }
 
     #[test]
-    fn the_record_and_its_patch() {
-        let template: Values = [Some("-100".into()), Some("a \"b\"\n".into()), None];
-        let text = record_text(Managed::ALL, &template);
-        assert_eq!(read_record(Managed::ALL, &text).unwrap(), template);
-        // Only the managed keys are recorded and read.
-        let cost = Managed::parse("cost").unwrap();
-        assert_eq!(
-            record_text(cost, &template),
-            format!(r#"{{"{COST_KEY}":"-100"}}"#)
-        );
-        assert_eq!(
-            read_record(cost, &text).unwrap(),
-            [Some("-100".into()), None, None]
-        );
-        assert_eq!(record_text(Managed::ALL, &Values::default()), "{}");
-        for bad in ["", "[]", "\"x\"", "{", "null"] {
-            assert!(read_record(Managed::ALL, bad).is_err(), "{bad}");
-        }
-        let odd = format!(r#"{{"{COST_KEY}":5,"other":"x"}}"#);
-        assert_eq!(read_record(Managed::ALL, &odd).unwrap(), Values::default());
-        // The patch: every managed key and the record, null to delete.
-        let patch = json(&annotations_patch(Managed::ALL, &template, Some(&text)));
-        assert_eq!(
-            patch,
-            serde_json::json!({"metadata": {"annotations": {
-                COST_KEY: "-100", SAFE_TO_EVICT_KEY: "a \"b\"\n", DO_NOT_DISRUPT_KEY: null,
-                RECORD_KEY: text}}})
-        );
-        let patch = json(&annotations_patch(cost, &template, None));
-        assert_eq!(
-            patch,
-            serde_json::json!({"metadata": {"annotations": {COST_KEY: "-100", RECORD_KEY: null}}})
-        );
-        // A pod read finds the record, longer than any value.
-        let long = format!(r#"{{"{COST_KEY}":"{}"}}"#, "9".repeat(ANNOTATION_LIMIT));
-        let body = serde_json::json!({"metadata": {"annotations": {RECORD_KEY: long}}});
-        let pod = read_pod(body.to_string().as_bytes()).unwrap();
-        assert_eq!(pod.record.as_deref(), Some(long.as_str()));
-        assert_eq!(pod.annotations, Values::default());
-    }
-
-    #[test]
-    fn annotation_values_are_whole_to_the_limit_and_one_past_it_beyond() {
-        for (n, kept) in [
-            (ANNOTATION_LIMIT, ANNOTATION_LIMIT),
-            (ANNOTATION_LIMIT + 1, ANNOTATION_LIMIT + 1),
-            (ANNOTATION_LIMIT + 500, ANNOTATION_LIMIT + 1),
-        ] {
-            let value = "é".repeat(n);
-            let body = serde_json::json!({"metadata": {"annotations": {COST_KEY: value}}});
-            let pod = read_pod(body.to_string().as_bytes()).unwrap();
-            let got = pod.annotations[Annotation::Cost as usize].clone().unwrap();
-            assert_eq!(got.chars().count(), kept, "{n}");
-            // And through a record, as drainit writes it.
-            let mut template = Values::default();
-            template[Annotation::Cost as usize] = Some(value.clone());
-            let text = record_text(Managed::ALL, &template);
-            assert!(text.chars().count() <= RECORD_LIMIT, "{n}");
-            let back = read_record(Managed::ALL, &text).unwrap();
-            let back = back[Annotation::Cost as usize].clone().unwrap();
-            assert_eq!(back.chars().count(), kept, "{n}");
-        }
-    }
-
-    #[test]
     fn the_managed_list() {
         assert_eq!(Managed::parse("all").unwrap(), Managed::ALL);
         assert_eq!(
@@ -1474,7 +1348,7 @@ mod tests {
                     .annotations
                     .iter()
                     .flatten()
-                    .all(|v| v.len() <= (ANNOTATION_LIMIT + 1) * 4));
+                    .all(|v| v.len() <= (VALUE_LIMIT + 1) * 4));
             }
             let _ = head_fields(&body);
             let _ = status_message(&body);

@@ -9,4 +9,5 @@ pub mod http_request;
 pub mod json;
 pub mod k8s;
 pub mod k8s_host;
+pub mod k8s_record;
 pub mod notify_msg;

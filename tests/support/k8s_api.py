@@ -8,11 +8,15 @@ the two requests drainit makes, GET and merge PATCH of
 - the bearer token (401 without a valid one), other paths 404, other
   methods 405;
 - PATCH needs `Content-Type: application/merge-patch+json` (415), a JSON
-  object body (400), and is applied with RFC 7386 semantics to the pod; the
-  result is validated as the API server does: annotation values must be
-  strings (400), `controller.kubernetes.io/pod-deletion-cost` must be an
-  int32 (422); anything but `metadata.annotations` changed is refused (422);
-- `metadata.resourceVersion` is bumped only when the pod changes.
+  object body (400), and is applied with RFC 7386 semantics to the pod; a
+  `metadata.resourceVersion` in it is a precondition (409 Conflict unless
+  the pod is at that version); the result is validated as the API server
+  does: annotation values must be strings (400),
+  `controller.kubernetes.io/pod-deletion-cost` must be an int32 as the API
+  server parses it (no `+`, no leading zero; 422); anything but
+  `metadata.annotations` changed is refused (422);
+- `metadata.resourceVersion` is bumped with every change of the pod, and
+  only then.
 
 Certificates are made at start with `trustme`: an RSA or a P-256 CA; the
 CA's PEM goes to DIR/ca.crt (what the pod's service-account directory
@@ -115,6 +119,17 @@ def merge_patch(target, patch):
         else:
             out[key] = merge_patch(out.get(key), value)
     return out
+
+
+def valid_cost(value):
+    """The API server's check of a pod-deletion-cost: its validFirstDigit
+    (no "+", no leading zero; a "-" passes) and strconv.ParseInt(v, 10, 32)."""
+    if not value or not (value[0] == "-" or value == "0" or "1" <= value[0] <= "9"):
+        return False
+    digits = value[1:] if value[0] == "-" else value
+    if not digits or not all("0" <= c <= "9" for c in digits):
+        return False
+    return INT32[0] <= int(value, 10) <= INT32[1]
 
 
 def status_body(code, message, retry_after=None):
@@ -262,20 +277,20 @@ class Api:
         if not isinstance(patch, dict):
             return 400, status_body(400, "patch is not an object"), {}
         with self.lock:
-            new = merge_patch(self.pod, patch)
             before = copy.deepcopy(self.pod)
+            # A resourceVersion in the patch is a precondition: applied
+            # only to that version of the pod (optimistic concurrency).
+            wanted = (patch.get("metadata") or {}).get("resourceVersion")
+            if wanted is not None and wanted != before["metadata"]["resourceVersion"]:
+                return 409, status_body(409, f'Operation cannot be fulfilled on pods "{self.args.pod}": the object has been modified; please apply your changes to the latest version and try again'), {}
+            new = merge_patch(self.pod, patch)
             new["metadata"]["resourceVersion"] = before["metadata"]["resourceVersion"]
             annotations = new["metadata"].get("annotations") or {}
             if not isinstance(annotations, dict) or any(
                     not isinstance(v, str) for v in annotations.values()):
                 return 400, status_body(400, "json: cannot unmarshal into Go struct field ObjectMeta.metadata.annotations of type string"), {}
             if COST in annotations:
-                try:
-                    cost = int(annotations[COST], 10)
-                    ok = INT32[0] <= cost <= INT32[1] and str(cost) == annotations[COST].lstrip("+")
-                except ValueError:
-                    ok = False
-                if not ok:
+                if not valid_cost(annotations[COST]):
                     return 422, status_body(422, f'Pod "{self.args.pod}" is invalid: metadata.annotations[{COST}]: Invalid value: "{annotations[COST]}": must be a 32bit integer'), {}
             changed_elsewhere = (
                 {k: v for k, v in new.items() if k != "metadata"}

@@ -3,31 +3,37 @@
 //! drainit's own pod, idle (after the hold) gives them back the template's
 //! values (removing those it had none for; safe-to-evict "true" with
 //! `--k8s-idle-safe-to-evict`), each with one merge `PATCH` of
-//! `metadata.annotations` only (`proto::k8s::annotations_patch`). What a
-//! patch overwrites of the template is recorded in drainit's own
-//! annotation (`proto::k8s::RECORD_KEY`) in the same patch, and the record
-//! goes when the template's values are back: with no record on the pod,
-//! the keys found are the template's; with one, they are drainit's from an
-//! earlier run of the container and the record holds the template's.
-//! Its one exchange with the API server is a small state (`State`:
-//! reading, idle, patching, a 401's retry, in backoff), the failures since
-//! the last success a `Streak`, and what the start read taught a `Read`:
-//! no flags.
-//! At start one `GET` of the pod takes the keys and the record, and the
-//! pod's `terminationGracePeriodSeconds` for the default `--grace`
+//! `metadata.annotations` only, under the `resourceVersion` it was
+//! computed from. What to write, and drainit's record of the template's
+//! values and of the containers holding the pod busy, shared by every
+//! drainit of the pod, are `core::protect::record`'s; this is the
+//! exchange. A 409 (another drainit of the pod, or anyone, changed it) is
+//! read again at once and the patch computed anew, `CONFLICTS` times at
+//! most in a row; a 2xx patch's answer is the pod's new state, so no other
+//! read is added, and a pod that stays busy or idle sends nothing.
+//! Its one exchange with the API server is a small state (`State`: a
+//! request out, idle, a request due at once, in backoff), the failures
+//! since the last success a `Streak`, and what the start read taught a
+//! `Read`: no flags.
+//! At start one `GET` of the pod takes the keys and the record, drainit's
+//! name among the pod's containers (`record::own_name`: none, and
+//! protection stays off with one warning), and the pod's
+//! `terminationGracePeriodSeconds` for the default `--grace`
 //! (`Backend::take_grace`), unless it would not outlast
 //! `--pre-stop-delay`; a failed read is sent again before any patch (a
 //! patch needs the template's values).
 //! Only changes are sent, and a patch without a clear answer (no answer, a
-//! 409, a 5xx) leaves what the pod holds unknown, so the next answer is
-//! sent whatever it is; a failure waits its backoff (a 429, or a 503 that
-//! gives one, at least its `Retry-After`), a 401 is retried once at once
-//! (the shell reads the token again for every request), and each failure
-//! is said in one line until it changes. When the app crashes while the
-//! pod may hold busy's values, one idle patch goes out beside whatever is
-//! in flight (`Backend::on_crash`). The requests go out through the
-//! shell's Kubernetes client (`io::k8s`): their endpoint is the pod
-//! (`Endpoint::K8sPod`).
+//! 5xx, a 409 past its retries) leaves what the pod holds unknown, so it
+//! is read again before the next patch; a failure waits its backoff (a
+//! 429, or a 503 that gives one, at least its `Retry-After`), a 401 is
+//! retried once at once (the shell reads the token again for every
+//! request), and each failure is said in one line until it changes. A
+//! restore of the template the API server refuses (422) is sent once more
+//! removing the keys instead. When the app crashes while the pod may hold
+//! busy's values, one idle patch goes out beside whatever is in flight
+//! (`Backend::on_crash`), read again and sent again on a 409 within the
+//! crash's bound. The requests go out through the shell's Kubernetes
+//! client (`io::k8s`): their endpoint is the pod (`Endpoint::K8sPod`).
 //!
 //! When a stop begins, one more read of the pod (`resourceVersion=0`, on
 //! a slot of its own: `Backend::stop_read`) says whether it is being
@@ -43,16 +49,19 @@ use log::{info, warn};
 
 use crate::core::complaints::{Complaints, Key};
 use crate::core::deadline::{Deadline, Grace, Learnt};
+use crate::core::protect::record::{self, Held, Me};
 use crate::core::protect::{Backend, Report};
 use crate::core::settings::{Config, K8sConfig};
 use crate::proto::exchange::{Auth, Endpoint, Method, Request};
 use crate::proto::http::{Failure, Response};
 use crate::proto::k8s::{
-    annotations_patch, backoff, choose, pod_grace, read_pod, read_record, record_text, spec_grace,
-    verdict, Annotation, Chosen, Managed, Pod, PreStop, Values, Verdict, ANNOTATION_LIMIT,
-    PATCH_ACCEPT, PERIOD_LIMIT_SECONDS, RECORD_KEY,
+    backoff, choose, pod_grace, read_pod, spec_grace, verdict, Chosen, Pod, PreStop, Verdict,
+    PATCH_ACCEPT, PERIOD_LIMIT_SECONDS,
 };
+use crate::proto::k8s_record::Template;
 use crate::util::time::millis;
+
+mod keys;
 
 /// How long the app must have been idle before the annotations come off:
 /// a worker between two jobs keeps them.
@@ -62,50 +71,43 @@ pub const IDLE_HOLD: Duration = Duration::from_secs(30);
 pub const READ_AGAIN_PAST: Duration = Duration::from_secs(60);
 /// Reads of the pod at the stop, at most.
 const STOP_READS: u8 = 2;
+/// 409s in a row read again and sent again at once; the next one waits
+/// its backoff.
+pub const CONFLICTS: u8 = 4;
 
 /// The Kubernetes back-end, when `--k8s-protect` is on.
 pub fn from_config(config: &Config) -> Option<Protection> {
     let k8s = config.k8s.as_ref()?;
     let mut protection = Protection::new(k8s, config.timeline.grace, config.grace_max);
     protection.delay = config.timeline.pre_stop_delay;
-    protection.idle_safe_to_evict = k8s.idle_safe_to_evict;
+    protection.me.idle_safe_to_evict = k8s.idle_safe_to_evict;
     Some(protection)
 }
 
 /// A request the back-end sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Sent {
-    /// The pod's read (at start, and again while no read succeeded).
+    /// The pod's read at start (and again while no read succeeded).
     Read,
-    /// A patch marking the pod busy (true) or idle.
+    /// The pod read again: after a 409, or a patch without a clear answer.
+    Reread,
+    /// A patch for an app that is busy (true) or idle.
     Patch(bool),
 }
 
 /// Where the back-end's one exchange with the API server stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
-    /// The pod's read is out.
-    Reading,
+    /// This request is out.
+    Out(Sent),
     /// Nothing out: the next request goes when one is due.
     Idle,
-    /// A patch marking the pod busy (true) or idle is out.
-    Patching { busy: bool },
-    /// A 401 came back: this request goes again at once (the shell reads
-    /// the token again for every request), once per `Streak`.
+    /// This request goes at once (`follow_up`): a 401's retry (the shell
+    /// reads the token again for every request, once per `Streak`), a
+    /// read after a 409 and the patch after it.
     Again(Sent),
     /// The last request failed: nothing goes out before `until`.
     Backoff { until: Instant },
-}
-
-impl State {
-    /// The request out, if any.
-    fn out(self) -> Option<Sent> {
-        match self {
-            State::Reading => Some(Sent::Read),
-            State::Patching { busy } => Some(Sent::Patch(busy)),
-            State::Idle | State::Again(_) | State::Backoff { .. } => None,
-        }
-    }
 }
 
 /// The failures since the last success.
@@ -127,35 +129,42 @@ enum Read {
     Done { grace: Option<Grace> },
 }
 
-/// The managed keys and the record as the pod holds them, or as drainit
-/// wants them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Held {
-    values: Values,
-    /// drainit's record of the template's values is on the pod.
-    record: bool,
+/// After a crash: the crash's own exchange, within `CRASH_BOUND`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Crash {
+    /// No crash, or its exchange is over.
+    None,
+    /// This request of the crash's is out (`Sent::Reread` or
+    /// `Sent::Patch(false)`); reads after 409s so far.
+    Out(Sent, u8),
 }
 
 /// The pod annotations: set while the app is busy, the template's values
-/// back once it is idle.
+/// back once no drainit of the pod is busy.
 #[derive(Debug)]
 pub struct Protection {
     namespace: String,
     pod: String,
     interval: Duration,
-    cost: i32,
-    managed: Managed,
-    /// `--k8s-idle-safe-to-evict`: idle sets safe-to-evict "true".
-    idle_safe_to_evict: bool,
-    /// What the pod's template gave the managed keys: found on them at
-    /// start with no record, or in the record (`RECORD_KEY`).
-    template: Values,
+    /// This drainit as the record names it, and what it sets.
+    me: Me,
+    /// Protection stays off: drainit does not know its container's name.
+    off: bool,
     /// What the pod holds, as the API server last said (None: unknown,
-    /// after a patch without a clear answer or before the read): then the
-    /// next answer's patch goes out whatever it is.
+    /// before the read and after a patch without a clear answer; it is
+    /// read again before the next patch).
     held: Option<Held>,
     state: State,
     streak: Streak,
+    /// 409s in a row.
+    conflicts: u8,
+    /// The app's state a read again is for: the patch it may need follows
+    /// at once.
+    pending: Option<bool>,
+    /// A template whose restore the API server refused: restored by
+    /// removing its keys instead (once).
+    refused: Option<Template>,
+    crash: Crash,
     /// The last failure said (one line until it changes).
     said: Option<Key>,
     /// The sources' failures to answer protection's poll, once per kind.
@@ -190,13 +199,21 @@ impl Protection {
             namespace: k8s.namespace.clone(),
             pod: k8s.pod.clone(),
             interval: k8s.interval,
-            cost: k8s.cost,
-            managed: k8s.managed,
-            idle_safe_to_evict: false,
-            template: Values::default(),
+            me: Me {
+                name: record::UNNAMED.to_string(),
+                managed: k8s.managed,
+                cost: k8s.cost,
+                idle_safe_to_evict: false,
+                containers: Vec::new(),
+            },
+            off: false,
             held: None,
             state: State::Idle,
             streak: Streak::default(),
+            conflicts: 0,
+            pending: None,
+            refused: None,
+            crash: Crash::None,
             said: None,
             sources: Complaints::default(),
             grace,
@@ -214,26 +231,20 @@ impl Protection {
     }
 
     fn request_for(&mut self, sent: Sent) -> Request {
-        self.state = match sent {
-            Sent::Read => State::Reading,
-            Sent::Patch(busy) => State::Patching { busy },
-        };
+        self.state = State::Out(sent);
         self.build(sent)
     }
 
-    /// The request for `sent`: the read, or the patch that makes the pod
-    /// hold what busy (or idle) wants, the record included.
+    /// The request for `sent`: a read, or the patch that makes the pod
+    /// hold what busy (or idle) wants, the record included, under the
+    /// version it was computed from.
     fn build(&self, sent: Sent) -> Request {
-        let (method, body) = match sent {
-            Sent::Read => (Method::Get, None),
-            Sent::Patch(busy) => {
-                let want = self.wanted(busy);
-                let record = want
-                    .record
-                    .then(|| record_text(self.managed, &self.template));
-                let body = annotations_patch(self.managed, &want.values, record.as_deref());
-                (Method::Patch, Some(body))
+        let (method, body) = match (sent, &self.held) {
+            (Sent::Patch(busy), Some(held)) => {
+                let want = self.want(held, busy);
+                (Method::Patch, Some(record::patch(&self.me, held, &want)))
             }
+            _ => (Method::Get, None),
         };
         let mut request = Request::new(Endpoint::K8sPod, method)
             .with_auth(Auth::ServiceAccount)
@@ -244,106 +255,26 @@ impl Protection {
         request
     }
 
-    /// `values` with only the managed keys.
-    fn managed_only(&self, values: &Values) -> Values {
-        let mut out = Values::default();
-        for a in self.managed.iter() {
-            out[a as usize] = values[a as usize].clone();
-        }
-        out
+    fn want(&self, held: &Held, busy: bool) -> record::Want {
+        record::want(&self.me, held, busy, self.refused.as_ref())
     }
 
-    /// Busy's values of the managed keys.
-    fn busy_values(&self) -> Values {
-        let mut out = Values::default();
-        for a in self.managed.iter() {
-            out[a as usize] = Some(match a {
-                Annotation::Cost => self.cost.to_string(),
-                Annotation::SafeToEvict => "false".to_string(),
-                Annotation::DoNotDisrupt => "true".to_string(),
-            });
+    /// The request due for an app busy (or idle): a read while what the
+    /// pod holds is unknown, a patch when it holds something else.
+    fn due(&self, busy: bool) -> Option<Sent> {
+        match &self.held {
+            None => Some(Sent::Reread),
+            Some(held) if record::holds(held, &self.want(held, busy)) => None,
+            Some(_) => Some(Sent::Patch(busy)),
         }
-        out
-    }
-
-    /// What busy (or idle) wants the pod to hold: busy's values, or the
-    /// template's (safe-to-evict "true" with `--k8s-idle-safe-to-evict`);
-    /// the record whenever a value is not the template's.
-    fn wanted(&self, busy: bool) -> Held {
-        let mut values = match busy {
-            true => self.busy_values(),
-            false => self.template.clone(),
-        };
-        let evict = Annotation::SafeToEvict;
-        if !busy && self.idle_safe_to_evict && self.managed.has(evict) {
-            values[evict as usize] = Some("true".to_string());
-        }
-        let record = values != self.template;
-        Held { values, record }
-    }
-
-    /// The pod's keys as read: with no record, they are the template's
-    /// (whatever their values); with one, they are drainit's from an
-    /// earlier run and the record holds the template's.
-    fn take_keys(&mut self, pod: &Pod) {
-        let found = self.managed_only(&pod.annotations);
-        let (template, record) = match pod.record.as_deref() {
-            None => (found.clone(), false),
-            Some(text) => match read_record(self.managed, text) {
-                Ok(template) => {
-                    info!(
-                        "pod {}/{} holds drainit's annotations from an earlier run: the first idle answer restores the template's values kept in {RECORD_KEY}",
-                        self.namespace, self.pod
-                    );
-                    (template, true)
-                }
-                Err(e) => {
-                    warn!(
-                        "Kubernetes pod protection: the pod's {RECORD_KEY} is not drainit's record ({e}): the template's values are not known, so idle removes the keys"
-                    );
-                    (Values::default(), true)
-                }
-            },
-        };
-        // A value drainit could not give back whole is never overwritten:
-        // the key is left alone, said once.
-        let (mut found, mut template) = (found, template);
-        for a in self.managed.iter() {
-            let long = |v: &Values| {
-                v[a as usize]
-                    .as_ref()
-                    .is_some_and(|v| v.chars().count() > ANNOTATION_LIMIT)
-            };
-            if long(&found) {
-                warn!(
-                    "Kubernetes pod protection: the pod's {} is longer than {ANNOTATION_LIMIT} characters, more than drainit records whole: drainit leaves it alone",
-                    a.key()
-                );
-                self.managed = self.managed.without(a);
-                found[a as usize] = None;
-                template[a as usize] = None;
-            } else if long(&template) {
-                // Not drainit's record (it never writes one so long): the
-                // key holds drainit's value, and idle removes it.
-                warn!(
-                    "Kubernetes pod protection: {RECORD_KEY} holds a value of {} longer than {ANNOTATION_LIMIT} characters, which drainit never writes: idle removes the key",
-                    a.key()
-                );
-                template[a as usize] = None;
-            }
-        }
-        self.template = template;
-        self.held = Some(Held {
-            values: found,
-            record,
-        });
     }
 
     /// The pod as read at start: its keys are drainit's earlier state, its
     /// period sets the default grace or checks the one given.
     fn read(&mut self, body: &[u8]) -> Result<(), String> {
         let pod = read_pod(body).map_err(|e| e.to_string())?;
-        self.take_keys(&pod);
+        self.name_self(&pod);
+        self.take_keys(&pod, None, true);
         self.uid = pod.uid.clone();
         let Some(period) = pod.grace_seconds else {
             if pod.grace_unreadable {
@@ -500,14 +431,15 @@ impl Protection {
         self.streak.count = self.streak.count.saturating_add(1);
         let wait = backoff(self.streak.count).max(after.unwrap_or_default());
         self.state = State::Backoff { until: now + wait };
+        self.pending = None;
         self.say(key, message);
     }
 
-    /// A patch whose fate is unknown (no answer, a 409, a 5xx, a 429, an
-    /// unexpected status): the API server may have applied it, so what the
-    /// pod holds is unknown and the next answer, busy or idle, is sent
-    /// again (a merge patch is idempotent). A clear refusal (401, 403, 404,
-    /// 400, 415, 422) changed nothing and keeps the state.
+    /// A patch whose fate is unknown (no answer, a 5xx, a 429, a 409 past
+    /// its retries, an unexpected status): the API server may have applied
+    /// it, so what the pod holds is unknown and it is read again before
+    /// the next patch. A clear refusal (401, 403, 404, 400, 415, 422)
+    /// changed nothing and keeps the state.
     fn unknown_after(&mut self, sent: Option<Sent>) {
         if let Some(Sent::Patch(_)) = sent {
             self.held = None;
@@ -543,17 +475,33 @@ impl Protection {
                     );
                 }
             }
+            Some(Sent::Reread) => match read_pod(body) {
+                Ok(pod) => {
+                    self.take_keys(&pod, None, false);
+                    match self.pending.take().and_then(|busy| self.due(busy)) {
+                        Some(sent) => self.state = State::Again(sent),
+                        None => self.conflicts = 0,
+                    }
+                }
+                Err(e) => self.failed(
+                    now,
+                    Key::UnexpectedStatus,
+                    &format!("the pod's read: {e}"),
+                    None,
+                ),
+            },
             Some(Sent::Patch(busy)) => {
-                self.held = Some(self.wanted(busy));
-                match busy {
-                    true => info!(
-                        "pod {}/{} protected: the app is busy",
-                        self.namespace, self.pod
+                self.conflicts = 0;
+                // The answer is the pod as patched (its metadata).
+                let pod = read_pod(body).unwrap_or_default();
+                self.take_keys(&pod, Some(busy), false);
+                let (ns, pod) = (&self.namespace, &self.pod);
+                match (busy, self.is_on()) {
+                    (true, _) => info!("pod {ns}/{pod} protected: the app is busy"),
+                    (false, true) => info!(
+                        "pod {ns}/{pod}: the app is idle; another container's drainit keeps the pod protected"
                     ),
-                    false => info!(
-                        "pod {}/{} unprotected: the app is idle",
-                        self.namespace, self.pod
-                    ),
+                    (false, false) => info!("pod {ns}/{pod} unprotected: the app is idle"),
                 }
             }
             None => {}
@@ -603,7 +551,7 @@ impl Backend for Protection {
 
     fn request(&mut self, busy: bool, now: Instant) -> Option<Request> {
         match self.state {
-            State::Reading | State::Patching { .. } | State::Again(_) => return None,
+            State::Out(_) | State::Again(_) => return None,
             State::Backoff { until } if now < until => return None,
             State::Backoff { .. } | State::Idle => {}
         }
@@ -614,14 +562,21 @@ impl Backend for Protection {
             // stop polls no more, so it ends there.
             return Some(self.request_for(Sent::Read));
         }
-        if self.held.as_ref() == Some(&self.wanted(busy)) {
-            return None; // a patch would change nothing
+        if self.off {
+            return None;
         }
-        Some(self.request_for(Sent::Patch(busy)))
+        let sent = self.due(busy)?;
+        if sent == Sent::Reread {
+            self.pending = Some(busy);
+        }
+        Some(self.request_for(sent))
     }
 
     fn on_answer(&mut self, result: Result<Response, Failure>, now: Instant) {
-        let sent = std::mem::replace(&mut self.state, State::Idle).out();
+        let sent = match std::mem::replace(&mut self.state, State::Idle) {
+            State::Out(sent) => Some(sent),
+            _ => None,
+        };
         let response = match result {
             Ok(response) => response,
             Err(failure) => {
@@ -630,6 +585,9 @@ impl Backend for Protection {
             }
         };
         let status = response.status;
+        if status == 409 && self.conflict(sent) {
+            return;
+        }
         let verdict = verdict(&response);
         if matches!(verdict, Verdict::Retry { .. } | Verdict::Unexpected(_)) {
             self.unknown_after(sent);
@@ -674,13 +632,17 @@ impl Backend for Protection {
                 None,
             ),
             Verdict::Retry { after } => {
-                let key = if status == 429 {
-                    Key::TooMany
-                } else {
-                    Key::Retry
+                let (key, message) = match status {
+                    429 => (Key::TooMany, format!("HTTP {status}: retrying")),
+                    409 => (
+                        Key::Retry,
+                        "HTTP 409: the pod keeps changing under drainit's patches; retrying".into(),
+                    ),
+                    _ => (Key::Retry, format!("HTTP {status}: retrying")),
                 };
-                self.failed(now, key, &format!("HTTP {status}: retrying"), after)
+                self.failed(now, key, &message, after)
             }
+            Verdict::Refused(422, message) if self.fall_back(sent, &message) => {}
             Verdict::Refused(code, message) => self.failed(
                 now,
                 Key::Refused,
@@ -779,52 +741,25 @@ impl Backend for Protection {
     fn is_on(&self) -> bool {
         self.held
             .as_ref()
-            .is_some_and(|h| h.values == self.busy_values())
+            .is_some_and(|held| record::is_on(&self.me, held))
     }
 
     fn on_crash(&mut self) -> Option<Request> {
-        if self.state == (State::Patching { busy: true }) {
-            // Sent beside it, the idle patch could land first and the
-            // busy one last: its answer is waited for (`crash_waits`),
-            // then this is asked again.
-            return None;
-        }
-        let busy_out = matches!(
-            self.state,
-            State::Patching { busy: true } | State::Again(Sent::Patch(true))
-        );
-        let idle = self.wanted(false);
-        let may_be_busy = match &self.held {
-            None => true,
-            Some(held) => *held != idle && self.is_on(),
-        };
-        let due = self.read != Read::Pending && (busy_out || may_be_busy);
-        due.then(|| self.build(Sent::Patch(false)))
+        self.crash_request()
     }
 
     fn crash_waits(&self) -> bool {
         // The read at start: the pod may hold busy's values from an
         // earlier run of the container. A busy patch out: the idle one
         // goes after its answer, never beside it.
-        matches!(self.state, State::Reading | State::Patching { busy: true })
+        matches!(
+            self.state,
+            State::Out(Sent::Read) | State::Out(Sent::Patch(true))
+        )
     }
 
-    fn crash_answered(&mut self, result: Option<Result<Response, Failure>>) {
-        let failure = match &result {
-            Some(Ok(answer)) if matches!(verdict(answer), Verdict::Applied) => {
-                self.held = Some(self.wanted(false));
-                return info!(
-                    "pod {}/{} unprotected: the app ended while protected",
-                    self.namespace, self.pod
-                );
-            }
-            Some(Ok(answer)) => format!("HTTP {}", answer.status),
-            Some(Err(failure)) => failure.to_string(),
-            None => format!("no answer within {} ms", millis(super::CRASH_BOUND)),
-        };
-        warn!(
-            "Kubernetes pod protection: the app ended while protected, and the idle patch failed ({failure}): the pod keeps drainit's annotations until it is deleted or drainit runs in it again"
-        );
+    fn crash_answered(&mut self, result: Option<Result<Response, Failure>>) -> Option<Request> {
+        self.crash_answer(result)
     }
 
     fn complain(&mut self, key: Key, message: &str) {
@@ -836,7 +771,8 @@ impl Backend for Protection {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::k8s::{COST_KEY, DO_NOT_DISRUPT_KEY, SAFE_TO_EVICT_KEY};
+    use crate::proto::k8s::{Managed, COST_KEY, DO_NOT_DISRUPT_KEY, SAFE_TO_EVICT_KEY};
+    use crate::proto::k8s_record::{BUSY_KEY, RECORD_KEY};
     use std::time::SystemTime;
 
     fn config(grace_given: bool) -> K8sConfig {
@@ -881,32 +817,37 @@ mod tests {
 
     const BUSY_POD: &str = r#"{"metadata":{"annotations":{"controller.kubernetes.io/pod-deletion-cost":"1000","cluster-autoscaler.kubernetes.io/safe-to-evict":"false","karpenter.sh/do-not-disrupt":"true"}},"spec":{"terminationGracePeriodSeconds":60}}"#;
 
-    /// Busy's values of the three keys.
-    fn busy_values() -> Values {
-        [
-            Some("1000".into()),
-            Some("false".into()),
-            Some("true".into()),
-        ]
-    }
-
-    /// The patch that marks a pod busy whose template set none of the keys.
-    fn busy_patch() -> Vec<u8> {
-        annotations_patch(Managed::ALL, &busy_values(), Some("{}"))
+    /// The patch that marks a pod busy whose template set none of the
+    /// keys (its record parsed).
+    fn busy_patch() -> serde_json::Value {
+        serde_json::json!({"metadata": {"annotations": {
+            COST_KEY: "1000", SAFE_TO_EVICT_KEY: "false", DO_NOT_DISRUPT_KEY: "true",
+            RECORD_KEY: {COST_KEY: null, SAFE_TO_EVICT_KEY: null, DO_NOT_DISRUPT_KEY: null,
+                BUSY_KEY: [record::UNNAMED]}}}})
     }
 
     /// The patch that gives such a pod its template's values back.
-    fn idle_patch() -> Vec<u8> {
-        annotations_patch(Managed::ALL, &Values::default(), None)
+    fn idle_patch() -> serde_json::Value {
+        serde_json::json!({"metadata": {"annotations": {
+            COST_KEY: null, SAFE_TO_EVICT_KEY: null, DO_NOT_DISRUPT_KEY: null, RECORD_KEY: null}}})
     }
 
     /// The pod holds what idle wants, as far as the back-end knows.
     fn is_idle(p: &Protection) -> bool {
-        p.held == Some(p.wanted(false))
+        p.held
+            .as_ref()
+            .is_some_and(|h| record::holds(h, &p.want(h, false)))
     }
 
+    /// A request's body, the record in it parsed.
     fn body(request: Request) -> serde_json::Value {
-        serde_json::from_slice(&request.body.unwrap()).unwrap()
+        let request = &request;
+        let mut v: serde_json::Value =
+            serde_json::from_slice(request.body.as_ref().unwrap()).unwrap();
+        if let Some(text) = v["metadata"]["annotations"][RECORD_KEY].as_str() {
+            v["metadata"]["annotations"][RECORD_KEY] = serde_json::from_str(text).unwrap();
+        }
+        v
     }
 
     #[test]
@@ -926,13 +867,13 @@ mod tests {
         let busy = p.request(true, t0).unwrap();
         assert_eq!(busy.method, Method::Patch);
         assert_eq!(busy.headers, [("Accept", PATCH_ACCEPT.to_string())]);
-        assert_eq!(busy.body.unwrap(), busy_patch());
+        assert_eq!(body(busy), busy_patch());
         assert_eq!(p.request(false, t0), None, "one request out");
         p.on_answer(ok("{}"), t0);
         assert!(p.is_on());
         assert_eq!(p.request(true, t0), None, "busy and on: nothing");
         let idle = p.request(false, t0).unwrap();
-        assert_eq!(idle.body.unwrap(), idle_patch());
+        assert_eq!(body(idle), idle_patch());
         p.on_answer(ok("{}"), t0);
         assert!(!p.is_on());
     }
@@ -940,21 +881,44 @@ mod tests {
     #[test]
     fn keys_found_with_drainits_record_are_drainits_and_idle_restores_the_template() {
         let t0 = Instant::now();
-        let recorded = r#"{"metadata":{"annotations":{"controller.kubernetes.io/pod-deletion-cost":"1000","cluster-autoscaler.kubernetes.io/safe-to-evict":"false","karpenter.sh/do-not-disrupt":"true","drainit.dev/template-annotations":"{\"cluster-autoscaler.kubernetes.io/safe-to-evict\":\"true\"}"}}}"#;
-        let mut p = Protection::new(&config(false), None, None);
-        p.start();
-        p.on_answer(ok(recorded), t0);
-        assert!(p.is_on());
-        assert_eq!(p.request(true, t0), None, "busy already: nothing");
-        let restore = p.request(false, t0).expect("idle restores the template");
-        assert_eq!(
-            body(restore),
-            serde_json::json!({"metadata": {"annotations": {
-                COST_KEY: null, SAFE_TO_EVICT_KEY: "true", DO_NOT_DISRUPT_KEY: null, RECORD_KEY: null}}})
-        );
-        p.on_answer(ok("{}"), t0);
-        assert!(is_idle(&p) && !p.is_on());
-        assert_eq!(p.request(false, t0), None);
+        let busy = r#""controller.kubernetes.io/pod-deletion-cost":"1000","cluster-autoscaler.kubernetes.io/safe-to-evict":"false","karpenter.sh/do-not-disrupt":"true""#;
+        // This drainit's own record: busy already, nothing to send.
+        let record = r#"{\"cluster-autoscaler.kubernetes.io/safe-to-evict\":\"true\",\"controller.kubernetes.io/pod-deletion-cost\":null,\"karpenter.sh/do-not-disrupt\":null,\"drainit.dev/busy\":[\"drainit\"]}"#;
+        // An earlier release's (no busy list): busy names itself, once.
+        let earlier = r#"{\"cluster-autoscaler.kubernetes.io/safe-to-evict\":\"true\"}"#;
+        for (text, sends) in [(record, false), (earlier, true)] {
+            let pod = format!(
+                r#"{{"metadata":{{"resourceVersion":"5","annotations":{{{busy},"drainit.dev/template-annotations":"{text}"}}}}}}"#
+            );
+            let mut p = Protection::new(&config(false), None, None);
+            p.start();
+            p.on_answer(ok(&pod), t0);
+            assert!(p.is_on());
+            let busy = p.request(true, t0);
+            assert_eq!(busy.is_some(), sends, "{text}");
+            if let Some(busy) = busy {
+                let b = body(busy);
+                assert_eq!(b["metadata"]["resourceVersion"], "5");
+                let record = &b["metadata"]["annotations"][RECORD_KEY];
+                assert_eq!(
+                    record[BUSY_KEY],
+                    serde_json::json!([record::UNNAMED]),
+                    "{b}"
+                );
+                assert_eq!(record[SAFE_TO_EVICT_KEY], "true", "{b}");
+                p.on_answer(ok(&pod.replace("\"5\"", "\"6\"")), t0);
+                // (The answer is the pod as before: nothing learnt of it.)
+            }
+            let restore = p.request(false, t0).expect("idle restores the template");
+            assert_eq!(
+                body(restore)["metadata"]["annotations"],
+                serde_json::json!({
+                    COST_KEY: null, SAFE_TO_EVICT_KEY: "true", DO_NOT_DISRUPT_KEY: null, RECORD_KEY: null})
+            );
+            p.on_answer(ok("{}"), t0);
+            assert!(is_idle(&p) && !p.is_on());
+            assert_eq!(p.request(false, t0), None);
+        }
     }
 
     #[test]
@@ -978,7 +942,8 @@ mod tests {
         assert!(is_idle(&q) && !q.is_on());
         assert_eq!(q.request(false, t0), None);
         let busy = q.request(true, t0).unwrap();
-        let record = r#"{"controller.kubernetes.io/pod-deletion-cost":"-100","karpenter.sh/do-not-disrupt":"false"}"#;
+        let record = serde_json::json!({COST_KEY: "-100", SAFE_TO_EVICT_KEY: null,
+            DO_NOT_DISRUPT_KEY: "false", BUSY_KEY: [record::UNNAMED]});
         assert_eq!(
             body(busy),
             serde_json::json!({"metadata": {"annotations": {
@@ -1000,14 +965,14 @@ mod tests {
             ok(r#"{"metadata":{"annotations":{"karpenter.sh/do-not-disrupt":"true","drainit.dev/template-annotations":"[1]"}}}"#),
             t0,
         );
-        assert_eq!(r.request(false, t0).unwrap().body.unwrap(), idle_patch());
+        assert_eq!(body(r.request(false, t0).unwrap()), idle_patch());
     }
 
     #[test]
     fn idle_safe_to_evict_says_true_when_idle_and_keeps_the_template() {
         let t0 = Instant::now();
         let mut p = Protection::new(&config(false), None, None);
-        p.idle_safe_to_evict = true;
+        p.me.idle_safe_to_evict = true;
         p.start();
         p.on_answer(
             ok(r#"{"metadata":{"annotations":{"cluster-autoscaler.kubernetes.io/safe-to-evict":"false"}}}"#),
@@ -1015,7 +980,8 @@ mod tests {
         );
         assert!(!is_idle(&p), "the template says false");
         let idle_patch = p.request(false, t0).expect("idle says true");
-        let record = r#"{"cluster-autoscaler.kubernetes.io/safe-to-evict":"false"}"#;
+        let record = serde_json::json!({COST_KEY: null, SAFE_TO_EVICT_KEY: "false",
+            DO_NOT_DISRUPT_KEY: null, BUSY_KEY: []});
         assert_eq!(
             body(idle_patch),
             serde_json::json!({"metadata": {"annotations": {
@@ -1027,7 +993,7 @@ mod tests {
         assert!(p.request(true, t0).is_some());
         // A template that says true already: idle is the template.
         let mut q = Protection::new(&config(false), None, None);
-        q.idle_safe_to_evict = true;
+        q.me.idle_safe_to_evict = true;
         q.start();
         q.on_answer(
             ok(r#"{"metadata":{"annotations":{"cluster-autoscaler.kubernetes.io/safe-to-evict":"true"}}}"#),
@@ -1058,7 +1024,7 @@ mod tests {
         p.on_answer(ok("{}"), t0);
         assert!(p.is_on());
         let crash = p.on_crash().expect("protected");
-        assert_eq!(crash.body.unwrap(), idle_patch());
+        assert_eq!(body(crash.clone()), idle_patch());
         assert_eq!(crash.headers, [("Accept", PATCH_ACCEPT.to_string())]);
         p.crash_answered(Some(ok("{}")));
         assert!(is_idle(&p));
@@ -1089,30 +1055,62 @@ mod tests {
         assert!(p.request(false, t0 + Duration::from_secs(1)).is_some());
     }
 
+    /// A pod at `rv` holding `annotations` (a JSON object).
+    fn pod_at(rv: u32, annotations: serde_json::Value) -> Result<Response, Failure> {
+        ok(
+            &serde_json::json!({"metadata": {"resourceVersion": rv.to_string(),
+            "annotations": annotations}})
+            .to_string(),
+        )
+    }
+
+    /// What a pod busy with this drainit's values holds (the template set
+    /// none of the keys).
+    fn busy_pod() -> serde_json::Value {
+        let record = serde_json::json!({COST_KEY: null, SAFE_TO_EVICT_KEY: null,
+            DO_NOT_DISRUPT_KEY: null, BUSY_KEY: [record::UNNAMED]});
+        serde_json::json!({COST_KEY: "1000", SAFE_TO_EVICT_KEY: "false",
+            DO_NOT_DISRUPT_KEY: "true", RECORD_KEY: record.to_string()})
+    }
+
     #[test]
-    fn a_patch_without_a_clear_answer_is_sent_again_whatever_comes_next() {
+    fn a_patch_without_a_clear_answer_is_read_again_before_the_next_one() {
         let t0 = Instant::now();
         let later = t0 + Duration::from_secs(120);
         let timeout = || Err(Failure::new(crate::proto::http::Kind::Timeout, "t"));
-        for lost in [
-            timeout(),
-            status(500),
-            status(409),
-            status(429),
-            status(302),
-        ] {
-            let mut p = Protection::new(&config(false), None, None);
-            p.start();
-            p.on_answer(ok("{}"), t0);
-            assert!(is_idle(&p));
-            p.request(true, t0).unwrap();
-            // Perhaps applied: the idle answer must go out, or busy's
-            // annotations could stay on an idle pod.
-            p.on_answer(lost, t0);
-            let idle = p.request(false, later).expect("idle is sent again");
-            assert_eq!(idle.body.unwrap(), idle_patch());
-            p.on_answer(ok("{}"), later);
-            assert!(is_idle(&p));
+        for lost in [timeout(), status(500), status(429), status(302)] {
+            for applied in [true, false] {
+                let mut p = Protection::new(&config(false), None, None);
+                p.start();
+                p.on_answer(pod_at(1, serde_json::json!({})), t0);
+                assert!(is_idle(&p));
+                p.request(true, t0).unwrap();
+                // Perhaps applied: read again, so that busy's annotations
+                // never stay on an idle pod.
+                p.on_answer(lost.clone(), t0);
+                let read = p.request(false, later).expect("read again");
+                assert_eq!(read.method, Method::Get);
+                let there = match applied {
+                    true => pod_at(2, busy_pod()),
+                    false => pod_at(1, serde_json::json!({})),
+                };
+                p.on_answer(there, later);
+                match applied {
+                    true => {
+                        let idle = p.follow_up().expect("the idle patch at once");
+                        let b = body(idle);
+                        assert_eq!(b["metadata"]["resourceVersion"], "2");
+                        assert_eq!(
+                            b["metadata"]["annotations"],
+                            idle_patch()["metadata"]["annotations"]
+                        );
+                        p.on_answer(pod_at(3, serde_json::json!({})), later);
+                    }
+                    false => assert_eq!(p.follow_up(), None, "nothing to undo"),
+                }
+                assert!(is_idle(&p));
+                assert_eq!(p.request(false, later), None);
+            }
         }
         // A clear refusal changed nothing: the state stays.
         for refused in [403, 404, 422] {
@@ -1124,6 +1122,143 @@ mod tests {
             assert!(is_idle(&p), "{refused}");
             assert_eq!(p.request(false, later), None, "{refused}");
         }
+    }
+
+    #[test]
+    fn a_conflict_is_read_again_and_sent_again_at_once() {
+        let t0 = Instant::now();
+        let mut named = config(false);
+        named.container = Some("app".into());
+        let spec = r#"{"metadata":{"resourceVersion":"1"},"spec":{"containers":[{"name":"app"},{"name":"side"}]}}"#;
+        let mut p = Protection::new(&named, None, None);
+        p.start();
+        p.on_answer(ok(spec), t0);
+        let busy = body(p.request(true, t0).unwrap());
+        assert_eq!(busy["metadata"]["resourceVersion"], "1");
+        // The sidecar's drainit turned busy first, with a higher cost.
+        p.on_answer(status(409), t0);
+        assert_eq!(p.request(true, t0), None, "nothing but the read");
+        let read = p.follow_up().expect("read at once");
+        assert_eq!((read.method, read.body), (Method::Get, None));
+        let side = serde_json::json!({COST_KEY: null, SAFE_TO_EVICT_KEY: null,
+            DO_NOT_DISRUPT_KEY: null, BUSY_KEY: ["side"]});
+        let sides = serde_json::json!({COST_KEY: "5000", SAFE_TO_EVICT_KEY: "false",
+            DO_NOT_DISRUPT_KEY: "true", RECORD_KEY: side.to_string()});
+        p.on_answer(pod_at(2, sides), t0);
+        let again = body(p.follow_up().expect("the patch anew"));
+        assert_eq!(again["metadata"]["resourceVersion"], "2");
+        let annotations = &again["metadata"]["annotations"];
+        assert_eq!(annotations[COST_KEY], "5000", "the highest");
+        assert_eq!(
+            annotations[RECORD_KEY][BUSY_KEY],
+            serde_json::json!(["side", "app"])
+        );
+        // Conflicts without end: CONFLICTS reads, then the backoff.
+        for _ in 0..CONFLICTS - 1 {
+            p.on_answer(status(409), t0);
+            p.follow_up().expect("read");
+            p.on_answer(pod_at(2, serde_json::json!({})), t0);
+            p.follow_up().expect("patch");
+        }
+        p.on_answer(status(409), t0);
+        assert_eq!(p.follow_up(), None);
+        assert!(matches!(p.state, State::Backoff { .. }));
+        assert_eq!(p.held, None, "unknown: read before the next patch");
+    }
+
+    #[test]
+    fn a_refused_restore_falls_back_once_to_removing_the_keys() {
+        let t0 = Instant::now();
+        let record = serde_json::json!({COST_KEY: "-5", SAFE_TO_EVICT_KEY: "true",
+            DO_NOT_DISRUPT_KEY: null, BUSY_KEY: [record::UNNAMED]});
+        let mut planted = busy_pod();
+        planted[RECORD_KEY] = record.to_string().into();
+        let mut p = Protection::new(&config(false), None, None);
+        p.start();
+        p.on_answer(pod_at(4, planted), t0);
+        let restore = body(p.request(false, t0).unwrap());
+        assert_eq!(restore["metadata"]["annotations"][COST_KEY], "-5");
+        p.on_answer(status(422), t0);
+        let removal = body(p.follow_up().expect("the keys removed at once"));
+        assert_eq!(
+            removal["metadata"]["annotations"],
+            idle_patch()["metadata"]["annotations"]
+        );
+        // Refused too: the backoff, and the same removal after it, never
+        // the refused values again.
+        p.on_answer(status(422), t0);
+        assert_eq!(p.follow_up(), None, "once");
+        let later = body(p.request(false, t0 + Duration::from_secs(5)).unwrap());
+        assert_eq!(later, removal);
+        p.on_answer(pod_at(5, serde_json::json!({})), t0);
+        assert!(is_idle(&p) && !p.is_on());
+    }
+
+    #[test]
+    fn a_crash_patch_in_conflict_is_read_again_and_sent_again() {
+        let t0 = Instant::now();
+        let mut p = Protection::new(&config(false), None, None);
+        p.start();
+        p.on_answer(pod_at(1, serde_json::json!({})), t0);
+        p.request(true, t0).unwrap();
+        p.on_answer(pod_at(2, busy_pod()), t0);
+        let crash = body(p.on_crash().expect("protected"));
+        assert_eq!(crash["metadata"]["resourceVersion"], "2");
+        // Another drainit of the pod turned busy meanwhile.
+        let read = p.crash_answered(Some(status(409))).expect("read again");
+        assert_eq!(read.method, Method::Get);
+        let record = serde_json::json!({COST_KEY: null, SAFE_TO_EVICT_KEY: null,
+            DO_NOT_DISRUPT_KEY: null, BUSY_KEY: ["drainit", "side"]});
+        let mut both = busy_pod();
+        both[RECORD_KEY] = record.to_string().into();
+        let again = body(
+            p.crash_answered(Some(pod_at(3, both)))
+                .expect("the patch anew"),
+        );
+        assert_eq!(again["metadata"]["resourceVersion"], "3");
+        let annotations = &again["metadata"]["annotations"];
+        assert_eq!(
+            annotations[RECORD_KEY][BUSY_KEY],
+            serde_json::json!(["side"])
+        );
+        assert_eq!(annotations[COST_KEY], "1000", "kept for the sidecar");
+        assert_eq!(
+            p.crash_answered(Some(pod_at(4, serde_json::json!({})))),
+            None
+        );
+        // Conflicts without end stop at CONFLICTS reads.
+        let mut q = Protection::new(&config(false), None, None);
+        q.start();
+        q.on_answer(pod_at(2, busy_pod()), t0);
+        q.on_crash().unwrap();
+        for _ in 0..CONFLICTS {
+            q.crash_answered(Some(status(409))).expect("read");
+            q.crash_answered(Some(pod_at(2, busy_pod())))
+                .expect("patch");
+        }
+        assert_eq!(q.crash_answered(Some(status(409))), None);
+    }
+
+    #[test]
+    fn protection_stays_off_when_drainit_does_not_know_its_container() {
+        let t0 = Instant::now();
+        let two = r#"{"spec":{"containers":[{"name":"app","command":["/drainit"]},{"name":"side","args":["/bin/drainit"]}]}}"#;
+        let mut p = Protection::new(&config(false), None, None);
+        p.start();
+        p.on_answer(ok(two), t0);
+        assert_eq!(p.request(true, t0), None);
+        assert_eq!(p.on_crash(), None);
+        // Named: on.
+        let mut named = config(false);
+        named.container = Some("side".into());
+        let mut q = Protection::new(&named, None, None);
+        q.start();
+        q.on_answer(ok(two), t0);
+        let busy = body(q.request(true, t0).unwrap());
+        assert_eq!(
+            busy["metadata"]["annotations"][RECORD_KEY][BUSY_KEY],
+            serde_json::json!(["side"])
+        );
     }
 
     #[test]
@@ -1383,6 +1518,9 @@ mod tests {
             assert_eq!(p.request(true, t0), None, "{code}");
             assert!(p.request(true, t0 + s(61)).is_some(), "{code}");
         }
+        // After the 500 the pod is read again, then patched at once.
+        p.on_answer(ok("{}"), t0);
+        assert_eq!(p.follow_up().unwrap().method, Method::Patch);
         p.on_answer(ok("{}"), t0);
         assert!(p.is_on());
         assert_eq!((p.streak, p.state), (Streak::default(), State::Idle));

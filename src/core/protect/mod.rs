@@ -22,6 +22,8 @@
 pub mod ecs;
 #[cfg(feature = "k8s")]
 pub mod k8s;
+#[cfg(feature = "k8s")]
+pub mod record;
 
 use std::time::{Duration, Instant};
 
@@ -96,8 +98,12 @@ pub trait Backend {
         false
     }
     /// The crash request's answer, or None when none came within
-    /// `CRASH_BOUND`.
-    fn crash_answered(&mut self, _result: Option<Result<Response, Failure>>) {}
+    /// `CRASH_BOUND`; the next request of the crash's, if one is due (a
+    /// read after a conflict, then the request again), sent within what
+    /// is left of the bound.
+    fn crash_answered(&mut self, _result: Option<Result<Response, Failure>>) -> Option<Request> {
+        None
+    }
     /// At the stop (and again when `on_stop_answer` asks): a read of the
     /// platform that may tell when the kill comes. It has a slot of its
     /// own: it never waits behind `request`'s.
@@ -338,9 +344,13 @@ impl Protection {
         asks: &mut Asks,
     ) -> Option<Grace> {
         if self.crash == Some(Some(token)) {
+            let until = self.timers.get(ProtectTimer::Crash).unwrap_or(now);
             self.crash = None;
             self.timers.set(ProtectTimer::Crash, None);
-            each!(&mut self.platform, b => b.crash_answered(Some(result)));
+            let next = each!(&mut self.platform, b => b.crash_answered(Some(result)));
+            if let Some(request) = next.filter(|_| now < until) {
+                self.send_crash(request, now, until, asks);
+            }
             return None;
         }
         if self.request != Some(token) {
@@ -432,6 +442,11 @@ impl Protection {
         let Some(request) = each!(&mut self.platform, b => b.on_crash()) else {
             return;
         };
+        self.send_crash(request, now, until, asks);
+    }
+
+    /// The crash's `request`, out until `until`.
+    fn send_crash(&mut self, request: Request, now: Instant, until: Instant, asks: &mut Asks) {
         let timeout = until
             .saturating_duration_since(now)
             .max(Duration::from_millis(1));
@@ -452,7 +467,8 @@ impl Protection {
     pub fn crash_due(&mut self, now: Instant) {
         if self.crash.is_some() && self.timers.due(ProtectTimer::Crash, now) {
             if let Some(Some(_)) = self.crash.take() {
-                each!(&mut self.platform, b => b.crash_answered(None));
+                // Past the bound: nothing more is sent.
+                let _ = each!(&mut self.platform, b => b.crash_answered(None));
             }
             self.timers.set(ProtectTimer::Crash, None);
         }
