@@ -8,9 +8,12 @@
 //! at once, then one idle) keep it protected, and the template comes back
 //! once neither is busy; a changed `--k8s-annotations` across a restart
 //! while busy restores every template value; a record with a value the
-//! API server refuses ends unprotected; a 300-character template value
-//! comes back whole; two drainits and no `--k8s-container` leave
-//! protection off with one warning.
+//! API server refuses ends unprotected, and a restore refused with a real
+//! 422 falls back to removing the keys; a 6,000-character template value
+//! comes back whole; two drainits named by the kubelet's mounts keep the
+//! pod protected; two drainits and no `--k8s-container` (or a sidecar
+//! that may run drainit, and no mount naming either) leave protection
+//! off with one warning.
 //!
 //! The idle hold is 30 s in the shipped binary and here: the tests that
 //! wait for it run side by side.
@@ -30,6 +33,8 @@ use support::server::{json, Server};
 use support::*;
 
 const POD: &str = "worker-7d9f-x2";
+/// The fake server's pod uid.
+const POD_UID: &str = "0b7e6b53-6c1d-4f4e-9d8e-5f0c7c2f9a11";
 const COST: &str = "controller.kubernetes.io/pod-deletion-cost";
 const EVICT: &str = "cluster-autoscaler.kubernetes.io/safe-to-evict";
 const DISRUPT: &str = "karpenter.sh/do-not-disrupt";
@@ -84,6 +89,20 @@ impl Container {
     /// drainit with `--k8s-protect` in the pod of `api`, polling every
     /// second, `flags` added; started, its app running.
     fn launch(&self, api: &FakeApi, sa: &std::path::Path, flags: &[&str]) -> Drainit {
+        self.launch_in(api, sa, flags, None)
+    }
+
+    /// As `launch`, and with `kubelet` (a container's name) the file the
+    /// kubelet mounts into each container of the pod
+    /// (`…/pods/<uid>/containers/<name>/<id>`) mounted in drainit's mount
+    /// namespace, as on a real node.
+    fn launch_in(
+        &self,
+        api: &FakeApi,
+        sa: &std::path::Path,
+        flags: &[&str],
+        kubelet: Option<&str>,
+    ) -> Drainit {
         let _ = std::fs::remove_file(self.s.file("ready"));
         let mut args = vec![
             "--k8s-protect".to_string(),
@@ -100,10 +119,25 @@ impl Container {
             .env("KUBERNETES_SERVICE_HOST", "127.0.0.1")
             .env("KUBERNETES_SERVICE_PORT", &api.port.to_string())
             .env("POD_NAME", POD)
-            .before_exec(service_account_at(sa))
+            .before_exec(with_kubelet_mount(
+                service_account_at(sa),
+                kubelet.map(|name| self.termination_log(name)),
+            ))
             .start();
         self.s.wait_file("ready");
         d
+    }
+
+    /// The termination-message file of container `name`, where the kubelet
+    /// keeps it.
+    fn termination_log(&self, name: &str) -> PathBuf {
+        let dir = self
+            .s
+            .file(&format!("kubelet/pods/{POD_UID}/containers/{name}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("4f1c2b7a");
+        std::fs::write(&file, "").unwrap();
+        file
     }
 
     fn polls(&self) -> usize {
@@ -120,6 +154,45 @@ impl Container {
         wait_for(&format!("{n} more polls"), timeout, || {
             (self.polls() >= from + n).then_some(())
         });
+    }
+}
+
+/// `sa` (the service account's mount), then, with `log`, `log` bound on
+/// `/var/run/termination-log` (the kubelet's is `/dev/termination-log`;
+/// drainit reads only the mount's source), in the same mount namespace.
+fn with_kubelet_mount(
+    mut sa: impl FnMut() -> std::io::Result<()> + Send + Sync,
+    log: Option<PathBuf>,
+) -> impl FnMut() -> std::io::Result<()> + Send + Sync {
+    use std::ffi::CString;
+    let c = |p: &std::path::Path| CString::new(p.to_str().unwrap()).unwrap();
+    let paths = log.map(|l| (c(&l), c(std::path::Path::new("/var/run/termination-log"))));
+    move || {
+        sa()?;
+        let Some((source, target)) = &paths else {
+            return Ok(());
+        };
+        // SAFETY: plain syscalls with C strings made before the fork, in
+        // the mount namespace `sa` made (/var/run is its tmpfs).
+        unsafe {
+            let fd = libc::open(target.as_ptr(), libc::O_CREAT | libc::O_WRONLY, 0o644);
+            if fd < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            libc::close(fd);
+            let (bind, none) = (libc::MS_BIND, std::ptr::null());
+            if libc::mount(
+                source.as_ptr(),
+                target.as_ptr(),
+                none,
+                bind,
+                std::ptr::null(),
+            ) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        Ok(())
     }
 }
 
@@ -323,9 +396,11 @@ fn a_record_with_a_refused_value_ends_unprotected() {
 }
 
 #[test]
-fn a_300_character_template_value_comes_back_whole() {
-    let long = format!("{}-end", "v".repeat(296));
-    assert_eq!(long.len(), 300);
+fn a_6000_character_template_value_comes_back_whole() {
+    // Past every shorter bound drainit ever had (256, 4,096), within the
+    // 8 KiB it keeps whole.
+    let long = format!("{}-end", "v".repeat(5_996));
+    assert_eq!(long.len(), 6_000);
     let template = serde_json::json!({DISRUPT: long});
     let Some((api, _s, sa)) = pod("k8s-long", &["--annotations", &template.to_string()]) else {
         return;
@@ -343,6 +418,95 @@ fn a_300_character_template_value_comes_back_whole() {
     );
     d.signal(libc::SIGTERM);
     assert_eq!(d.wait_code(), 0);
+}
+
+#[test]
+fn a_restore_the_api_server_refuses_falls_back_to_removing_the_keys() {
+    // An admission policy refuses the template's own do-not-disrupt value
+    // (a value drainit cannot know is refused): the restore gets a real
+    // 422, and drainit removes the keys instead, once.
+    let template = serde_json::json!({DISRUPT: "false", EVICT: "true"});
+    let refuse = serde_json::json!({DISRUPT: "false"});
+    let Some((api, _s, sa)) = pod(
+        "k8s-refuse-restore",
+        &[
+            "--annotations",
+            &template.to_string(),
+            "--refuse-values",
+            &refuse.to_string(),
+        ],
+    ) else {
+        return;
+    };
+    let app = Container::new("k8s-refuse-restore-app", true);
+    let mut d = app.launch(&api, &sa, &[]);
+    wait_pod(&api, "busy", PATIENCE, |a| protected(a, 1000));
+    app.busy.store(false, Ordering::SeqCst);
+    wait_pod(&api, "the keys removed", HOLD + PATIENCE, |a| a.is_null());
+    wait_for("the removal's answer recorded", PATIENCE, || {
+        (patches(&api).len() >= 3).then_some(())
+    });
+    let statuses: Vec<Value> = patches(&api).iter().map(|p| p["status"].clone()).collect();
+    assert_eq!(
+        statuses,
+        [200, 422, 200],
+        "busy, the refused restore, the removal"
+    );
+    // And nothing more: the pod stays as it is.
+    app.wait_polls(3, PATIENCE);
+    assert_eq!(patches(&api).len(), 3);
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_code(), 0);
+}
+
+#[test]
+fn two_drainits_named_by_the_kubelets_mounts_keep_the_pod_protected() {
+    // The app's command runs drainit; the sidecar sets no command, and its
+    // image's entrypoint is drainit too. Neither names its container: the
+    // kubelet's mounts do.
+    let spec = r#"{"containers":[{"name":"app","command":["/drainit","--"],"args":["/app"]},{"name":"side","image":"side:1"}]}"#;
+    let Some((api, _s, sa)) = pod("k8s-mounts", &["--spec", spec]) else {
+        return;
+    };
+    let (app, side) = (
+        Container::new("k8s-mounts-app", true),
+        Container::new("k8s-mounts-side", false),
+    );
+    let mut a = app.launch_in(&api, &sa, &[], Some("app"));
+    wait_pod(&api, "the app's drainit protects the pod", PATIENCE, |a| {
+        protected(a, 1000) && a[RECORD][BUSY] == serde_json::json!(["app"])
+    });
+    // The sidecar's drainit, idle past its hold, leaves the app's name.
+    let mut b = side.launch_in(&api, &sa, &[], Some("side"));
+    side.wait_polls(HOLD.as_secs() as usize + 5, HOLD + PATIENCE * 2);
+    let now = annotations(&api);
+    assert!(protected(&now, 1000), "{now}");
+    assert_eq!(now[RECORD][BUSY], serde_json::json!(["app"]), "{now}");
+    // Busy, it adds its own.
+    side.busy.store(true, Ordering::SeqCst);
+    wait_pod(&api, "both listed", PATIENCE, |a| {
+        a[RECORD][BUSY] == serde_json::json!(["app", "side"])
+    });
+    a.signal(libc::SIGTERM);
+    b.signal(libc::SIGTERM);
+    assert_eq!(a.wait_code(), 124, "busy to the deadline");
+    assert_eq!(b.wait_code(), 124, "busy to the deadline");
+}
+
+#[test]
+fn a_sidecar_that_may_run_drainit_and_no_mount_leave_protection_off() {
+    // As above without the kubelet's mounts: the sidecar's drainit could
+    // take the app's name, so neither protects (one warning each).
+    let spec = r#"{"containers":[{"name":"app","command":["/drainit","--"],"args":["/app"]},{"name":"side","image":"side:1"}]}"#;
+    let Some((api, _s, sa)) = pod("k8s-no-mounts", &["--spec", spec]) else {
+        return;
+    };
+    let app = Container::new("k8s-no-mounts-app", true);
+    let mut d = app.launch(&api, &sa, &[]);
+    app.wait_polls(3, PATIENCE);
+    assert_eq!(patches(&api).len(), 0, "busy, and nothing sent");
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_code(), 124, "busy to the deadline");
 }
 
 #[test]

@@ -160,6 +160,9 @@ pub struct K8sConfig {
     pub pod: String,
     /// `--k8s-container`: drainit's own container in the pod's spec.
     pub container: Option<String>,
+    /// The containers the kubelet's mounts in drainit's mount namespace
+    /// name (its own, on a real kubelet), read at start.
+    pub mounted: Vec<crate::proto::k8s_mounts::Mounted>,
     /// `--protect-interval`.
     pub interval: Duration,
     /// `--k8s-cost`: the pod-deletion cost while busy.

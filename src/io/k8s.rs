@@ -24,6 +24,7 @@ use crate::proto::exchange::{Auth, Endpoint, Method, Request};
 use crate::proto::http::{Failure, Kind, Response};
 use crate::proto::k8s as api;
 use crate::proto::k8s_host::{self as host, Host};
+use crate::proto::k8s_mounts::{mounted, Mounted, MOUNTINFO_LIMIT};
 
 /// Where the service account's token, CA and namespace are mounted.
 pub const SA_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
@@ -64,6 +65,19 @@ fn read_bounded(path: &Path, limit: usize) -> Result<Vec<u8>, String> {
         ));
     }
     Ok(bytes)
+}
+
+/// The containers the kubelet's mounts in drainit's own mount namespace
+/// name (`proto::k8s_mounts`); none when mountinfo cannot be read. A
+/// longer mountinfo is read to its bound.
+pub fn read_mounts() -> Vec<Mounted> {
+    let mut bytes = Vec::new();
+    let read = std::fs::File::open("/proc/self/mountinfo")
+        .and_then(|f| f.take(MOUNTINFO_LIMIT as u64).read_to_end(&mut bytes));
+    match read {
+        Ok(_) => mounted(&bytes),
+        Err(_) => Vec::new(),
+    }
 }
 
 /// The service account's namespace, from its file.

@@ -21,7 +21,6 @@ use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visi
 
 use crate::proto::exchange::{Auth, Method, Request};
 use crate::proto::http::{parse_date, Response};
-use crate::proto::k8s_record::{RECORD_KEY, RECORD_LIMIT, VALUE_LIMIT};
 
 /// `controller.kubernetes.io/pod-deletion-cost`: a ReplicaSet scale-down
 /// removes pods with a lower cost first.
@@ -32,6 +31,18 @@ pub const SAFE_TO_EVICT_KEY: &str = "cluster-autoscaler.kubernetes.io/safe-to-ev
 /// `karpenter.sh/do-not-disrupt`: "true" keeps Karpenter from
 /// consolidating or drifting the node away.
 pub const DO_NOT_DISRUPT_KEY: &str = "karpenter.sh/do-not-disrupt";
+/// drainit's own annotation: the template's values of the three keys and
+/// who holds the pod busy, written in the same patch that first overwrites
+/// a key and removed when every key holds its template's value again (its
+/// text is `proto::k8s_record`'s).
+pub const RECORD_KEY: &str = "drainit.dev/template-annotations";
+/// Longest annotation value drainit keeps, in bytes of its JSON string
+/// (escapes counted; the quotes not): a longer one is not recorded, and
+/// drainit leaves its key alone.
+pub const VALUE_LIMIT: usize = 8 * 1024;
+/// Longest record read or written: three values at `VALUE_LIMIT`, the keys
+/// and the busy names fit with room to spare.
+pub const RECORD_LIMIT: usize = 32 * 1024;
 
 /// Longest `terminationGracePeriodSeconds` taken (a year, the bound of
 /// every duration option): a larger one is read as this.
@@ -46,8 +57,8 @@ pub const API_EXCHANGE_LIMIT: usize = API_BODY_LIMIT + 64 * 1024;
 /// Largest service-account token sent (projected tokens are about 1 KiB).
 pub const TOKEN_LIMIT: usize = 16 * 1024;
 /// Largest request, head and body (a patch carries at most three values
-/// and their record, each value at most `k8s_record::VALUE_LIMIT` bytes
-/// escaped, the record at most `k8s_record::RECORD_LIMIT`, escaped once
+/// and their record, each value at most `VALUE_LIMIT` bytes
+/// escaped, the record at most `RECORD_LIMIT`, escaped once
 /// more as a string).
 pub const REQUEST_LIMIT: usize = TOKEN_LIMIT + 96 * 1024;
 /// Longest string kept from a pod read but the annotations (a name, a uid,
@@ -384,6 +395,9 @@ pub struct Container {
     pub init: bool,
     /// Its `command` or `args` runs a program named `drainit`.
     pub runs_drainit: bool,
+    /// It sets `command`: what it runs is known (without it, the image's
+    /// entrypoint runs, which may be drainit).
+    pub has_command: bool,
     /// `livenessProbe.terminationGracePeriodSeconds`,
     /// `startupProbe.terminationGracePeriodSeconds`.
     pub probe_grace: [Option<u64>; 2],
@@ -650,11 +664,11 @@ impl<'de> Visitor<'de> for Walk<'_> {
                         c.name = name;
                     }
                 }
-                (At::Container, Some(1 | 2)) => {
-                    if m.next_value_seed(RunsDrainit)? {
-                        if let Some(c) = pod.containers.last_mut() {
-                            c.runs_drainit = true;
-                        }
+                (At::Container, Some(i @ (1 | 2))) => {
+                    let runs = m.next_value_seed(RunsDrainit)?;
+                    if let Some(c) = pod.containers.last_mut() {
+                        c.runs_drainit |= runs;
+                        c.has_command |= i == 1;
                     }
                 }
                 (At::Container, Some(3)) => {
@@ -1508,6 +1522,7 @@ mod tests {
         assert_eq!(app.probe_grace, [Some(20), None]);
         assert_eq!(app.pre_stop, PreStop::Sleep(5));
         assert!(!named("log").runs_drainit);
+        assert!(named("app").has_command && !named("log").has_command);
         assert!(named("setup").init && !named("setup").restartable);
         assert!(named("setup").runs_drainit);
         assert!(named("proxy").restartable);

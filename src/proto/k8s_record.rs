@@ -14,20 +14,10 @@
 //! there a managed key left out was not set.
 
 use crate::proto::k8s::{is_label, Annotation, Managed, Values};
+pub use crate::proto::k8s::{RECORD_KEY, RECORD_LIMIT, VALUE_LIMIT};
 
-/// drainit's own annotation: the template's values of the three keys and
-/// who holds the pod busy, written in the same patch that first overwrites
-/// a key and removed when every key holds its template's value again.
-pub const RECORD_KEY: &str = "drainit.dev/template-annotations";
 /// The record's list of the containers whose drainit holds the pod busy.
 pub const BUSY_KEY: &str = "drainit.dev/busy";
-/// Longest annotation value drainit keeps, in bytes of its JSON string
-/// (escapes counted; the quotes not): a longer one is not recorded, and
-/// drainit leaves its key alone.
-pub const VALUE_LIMIT: usize = 8 * 1024;
-/// Longest record read or written: three values at `VALUE_LIMIT`, the keys
-/// and `BUSY_LIMIT` names fit with room to spare.
-pub const RECORD_LIMIT: usize = 32 * 1024;
 /// Most names kept in the busy list (a pod has far fewer containers).
 pub const BUSY_LIMIT: usize = 64;
 

@@ -9,5 +9,6 @@ pub mod http_request;
 pub mod json;
 pub mod k8s;
 pub mod k8s_host;
+pub mod k8s_mounts;
 pub mod k8s_record;
 pub mod notify_msg;

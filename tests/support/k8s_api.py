@@ -45,7 +45,10 @@ Like the real one it also:
 - serves a spec of the test's (`--spec JSON`, merged over the default: several
   containers, probes, preStop hooks);
 - plays an admission policy that allows only some annotation keys
-  (`--allowed-keys K1,K2`: a PATCH touching another is refused, 422);
+  (`--allowed-keys K1,K2`: a PATCH touching another is refused, 422), and
+  one that refuses some annotation values (`--refuse-values JSON`, an
+  object of keys to values: a PATCH leaving one of them so is refused,
+  422);
 - takes commands from DIR/control.jsonl, one JSON object a line, read before
   each request: `{"op": "delete", "grace": N, "at": T}` marks the pod deleted
   at the machine's time T (`deletionTimestamp` = T + skew + N on the server's
@@ -62,7 +65,7 @@ Like the real one it also:
                [--host ADDR] [--dns-name NAME]
                [--tls12] [--tokens T1,T2] [--namespace NS] [--pod NAME]
                [--grace N] [--grace-json JSON] [--annotations JSON] [--pad-kib N] [--statuses 401,200,...]
-               [--retry-after N] [--skew S] [--spec JSON] [--allowed-keys K1,K2]
+               [--retry-after N] [--skew S] [--spec JSON] [--allowed-keys K1,K2] [--refuse-values JSON]
                [--mode normal|drop|lost|endless|dribble|silent|plaintext]
 """
 
@@ -174,6 +177,7 @@ class Api:
         }
         self.pod["spec"].update(json.loads(args.spec))
         self.allowed = set(k for k in args.allowed_keys.split(",") if k)
+        self.refused_values = json.loads(args.refuse_values)
         self.gone = False
         self.silenced = False
         self.control_at = 0
@@ -299,6 +303,9 @@ class Api:
                 != {k: v for k, v in before["metadata"].items() if k != "annotations"})
             if changed_elsewhere:
                 return 422, status_body(422, f'Pod "{self.args.pod}" is invalid: spec: Forbidden: pod updates may not change fields other than annotations'), {}
+            refused = [k for k, v in self.refused_values.items() if annotations.get(k) == v]
+            if refused:
+                return 422, status_body(422, f"pods \"{self.args.pod}\" is forbidden: ValidatingAdmissionPolicy 'annotation-values' with binding 'annotation-values' denied request: {refused[0]} may not be {self.refused_values[refused[0]]!r}"), {}
             touched = set((patch.get("metadata") or {}).get("annotations") or {})
             if self.allowed and not touched <= self.allowed:
                 keys = ", ".join(sorted(touched - self.allowed))
@@ -452,6 +459,7 @@ def main():
     p.add_argument("--skew", type=float, default=0.0)
     p.add_argument("--spec", default="{}")
     p.add_argument("--allowed-keys", default="")
+    p.add_argument("--refuse-values", default="{}")
     p.add_argument("--mode", default="normal",
                    choices=["normal", "drop", "lost", "endless", "dribble", "silent", "plaintext"])
     args = p.parse_args()

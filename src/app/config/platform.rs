@@ -219,6 +219,7 @@ pub(super) fn k8s(
         namespace,
         pod,
         container,
+        mounted: read_mounts(),
         interval,
         cost,
         managed,
@@ -237,4 +238,15 @@ fn read_namespace() -> Result<String, String> {
 #[cfg(not(feature = "k8s"))]
 fn read_namespace() -> Result<String, String> {
     Err("built without the Kubernetes client".into())
+}
+
+/// The containers the kubelet's mounts name (read once at start).
+#[cfg(feature = "k8s")]
+fn read_mounts() -> Vec<crate::proto::k8s_mounts::Mounted> {
+    crate::io::k8s::read_mounts()
+}
+
+#[cfg(not(feature = "k8s"))]
+fn read_mounts() -> Vec<crate::proto::k8s_mounts::Mounted> {
+    Vec::new()
 }

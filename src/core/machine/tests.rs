@@ -706,6 +706,7 @@ mod k8s {
             namespace: "jobs".into(),
             pod: "worker-1".into(),
             container: None,
+            mounted: Vec::new(),
             interval: ms(1_000),
             cost: 1000,
             managed: crate::proto::k8s::Managed::ALL,

@@ -58,6 +58,7 @@ use crate::proto::k8s::{
     backoff, choose, pod_grace, read_pod, spec_grace, verdict, Chosen, Pod, PreStop, Verdict,
     PATCH_ACCEPT, PERIOD_LIMIT_SECONDS,
 };
+use crate::proto::k8s_mounts::Mounted;
 use crate::proto::k8s_record::Template;
 use crate::util::time::millis;
 
@@ -184,6 +185,8 @@ pub struct Protection {
     delay: Duration,
     /// `--k8s-container`: drainit's own container in the spec.
     container: Option<String>,
+    /// The containers the kubelet's mounts name (`proto::k8s_mounts`).
+    mounted: Vec<Mounted>,
     /// The pod's `metadata.uid` as the start read found it: another one
     /// at the stop is another pod of the same name.
     uid: Option<String>,
@@ -224,6 +227,7 @@ impl Protection {
             read: Read::Pending,
             delay: Duration::ZERO,
             container: k8s.container.clone(),
+            mounted: k8s.mounted.clone(),
             uid: None,
             stop_sent: None,
             stop_reads: 0,
@@ -456,9 +460,13 @@ impl Protection {
     }
 
     fn applied(&mut self, sent: Option<Sent>, body: &[u8], now: Instant) {
-        self.streak = Streak::default();
-        if self.said.take().is_some() {
-            info!("Kubernetes pod protection: the API server accepts drainit's requests again");
+        // A read between conflicts or failed patches clears no backoff:
+        // patches that keep failing wait longer each time.
+        if sent != Some(Sent::Reread) {
+            self.streak = Streak::default();
+            if self.said.take().is_some() {
+                info!("Kubernetes pod protection: the API server accepts drainit's requests again");
+            }
         }
         match sent {
             Some(Sent::Read) => {
@@ -782,6 +790,7 @@ mod tests {
             namespace: "jobs".into(),
             pod: "worker-1".into(),
             container: None,
+            mounted: Vec::new(),
             interval: Duration::from_secs(10),
             cost: 1000,
             managed: Managed::ALL,
@@ -1162,8 +1171,33 @@ mod tests {
         }
         p.on_answer(status(409), t0);
         assert_eq!(p.follow_up(), None);
-        assert!(matches!(p.state, State::Backoff { .. }));
+        let State::Backoff { until: first } = p.state else {
+            panic!("{:?}", p.state)
+        };
         assert_eq!(p.held, None, "unknown: read before the next patch");
+        // The pod keeps changing: the reads between conflicts clear no
+        // backoff, so each round waits longer than the last.
+        let mut waits = vec![first - t0];
+        let mut t = first;
+        for _ in 0..3 {
+            let read = p.request(true, t).expect("read after the backoff");
+            assert_eq!(read.method, Method::Get);
+            p.on_answer(pod_at(2, serde_json::json!({})), t);
+            p.follow_up().expect("patch");
+            for _ in 0..CONFLICTS {
+                p.on_answer(status(409), t);
+                p.follow_up().expect("read");
+                p.on_answer(pod_at(2, serde_json::json!({})), t);
+                p.follow_up().expect("patch");
+            }
+            p.on_answer(status(409), t);
+            let State::Backoff { until } = p.state else {
+                panic!("{:?}", p.state)
+            };
+            waits.push(until - t);
+            t = until;
+        }
+        assert!(waits.windows(2).all(|w| w[1] > w[0]), "{waits:?}");
     }
 
     #[test]

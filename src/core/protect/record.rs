@@ -185,7 +185,11 @@ pub fn want(me: &Me, held: &Held, busy: bool, refused: Option<&Template>) -> Wan
             record: (!alone).then_some(record),
         };
     }
-    for a in Annotation::ALL {
+    // A key this drainit manages, or one that holds a busy value (an
+    // earlier run's, under another key set), gets the template's value
+    // back; any other key is someone else's, whatever a record says.
+    let covered = |a: Annotation| me.managed.has(a) || busy_like(a, held);
+    for a in Annotation::ALL.into_iter().filter(|a| covered(*a)) {
         if let Some(value) = &t[a as usize] {
             values[a as usize] = value.clone();
         }
@@ -194,11 +198,25 @@ pub fn want(me: &Me, held: &Held, busy: bool, refused: Option<&Template>) -> Wan
     if me.idle_safe_to_evict && me.managed.has(Annotation::SafeToEvict) && t[evict].is_some() {
         values[evict] = Some("true".into());
     }
-    let record = differs(&t, &values).then(|| Record {
+    let kept = Annotation::ALL.into_iter().any(|a| {
+        let i = a as usize;
+        covered(a) && t[i].as_ref().is_some_and(|v| *v != values[i])
+    });
+    let record = kept.then(|| Record {
         template: t,
         busy: Vec::new(),
     });
     Want { values, record }
+}
+
+/// `held`'s value of `a` is one a busy drainit sets (any cost it accepts).
+fn busy_like(a: Annotation, held: &Held) -> bool {
+    let value = held.values[a as usize].as_deref();
+    match a {
+        Annotation::Cost => value.is_some_and(valid_cost),
+        Annotation::SafeToEvict => value == Some("false"),
+        Annotation::DoNotDisrupt => value == Some("true"),
+    }
 }
 
 /// A recorded key of `t` whose value in `values` is not the template's.
@@ -271,16 +289,23 @@ pub fn is_on(me: &Me, held: &Held) -> bool {
 }
 
 /// The name a drainit goes by in the busy list: `--k8s-container` (one of
-/// the pod's running containers), else the only running container whose
-/// command or args run drainit, else the only running container; Err says
-/// why none is (protection then stays off).
-pub fn own_name(containers: &[Container], option: Option<&str>) -> Result<String, String> {
+/// the pod's running containers), else the one the kubelet's mounts name
+/// (`mounted`), else the only running container, else the only running
+/// container whose command or args run drainit when every other one sets
+/// a command that does not (an image's entrypoint may be drainit); Err
+/// says why none is (protection then stays off). Two drainits never take
+/// one name: the busy list would then hold one for both.
+pub fn own_name(
+    containers: &[Container],
+    option: Option<&str>,
+    mounted: Option<&str>,
+) -> Result<String, String> {
     let running: Vec<&Container> = containers
         .iter()
         .filter(|c| (!c.init || c.restartable) && is_label(&c.name))
         .collect();
     if containers.is_empty() {
-        return Ok(option.unwrap_or(UNNAMED).to_string());
+        return Ok(option.or(mounted).unwrap_or(UNNAMED).to_string());
     }
     if let Some(name) = option {
         return match running.iter().any(|c| c.name == name) {
@@ -290,9 +315,20 @@ pub fn own_name(containers: &[Container], option: Option<&str>) -> Result<String
             )),
         };
     }
-    let runs: Vec<&Container> = running.iter().copied().filter(|c| c.runs_drainit).collect();
+    if let Some(name) = mounted.filter(|n| running.iter().any(|c| c.name == *n)) {
+        return Ok(name.to_string());
+    }
+    let (runs, others): (Vec<&Container>, Vec<&Container>) =
+        running.iter().copied().partition(|c| c.runs_drainit);
     match (runs.as_slice(), running.as_slice()) {
-        ([one], _) | ([], [one]) => Ok(one.name.clone()),
+        (_, [one]) => Ok(one.name.clone()),
+        ([one], _) => match others.iter().find(|c| !c.has_command) {
+            None => Ok(one.name.clone()),
+            Some(other) => Err(format!(
+                "{} runs drainit, and {} sets no command, so its image's entrypoint may be drainit too",
+                one.name, other.name
+            )),
+        },
         ([], _) => Err(format!(
             "none of the pod's {} running containers names drainit in its command or args",
             running.len()
@@ -442,6 +478,30 @@ mod tests {
         assert_eq!(w.record, None);
     }
 
+    #[test]
+    fn a_planted_record_never_writes_a_key_that_is_someone_elses() {
+        // A record on the pod says the template had safe-to-evict "true";
+        // the key now holds another value of someone else's, and this
+        // drainit manages the cost only: idle leaves the key as it is.
+        let record = serde_json::json!({COST_KEY: null, SAFE_TO_EVICT_KEY: "true",
+            DO_NOT_DISRUPT_KEY: null, BUSY_KEY: []});
+        let pod = held(
+            serde_json::json!({COST_KEY: "1000", SAFE_TO_EVICT_KEY: "maybe",
+                RECORD_KEY: record.to_string()}),
+            "3",
+        );
+        let mut cost_only = me("app", 1000);
+        cost_only.managed = Managed::parse("cost").unwrap();
+        let w = want(&cost_only, &pod, false, None);
+        assert_eq!(w.values, [None, Some("maybe".into()), None]);
+        assert_eq!(w.record, None, "nothing of drainit's is left to restore");
+        let body = patch_json(&cost_only, &pod, &w);
+        assert_eq!(
+            body["metadata"]["annotations"],
+            serde_json::json!({COST_KEY: null, RECORD_KEY: null})
+        );
+    }
+
     fn template_of(held: &Held) -> Template {
         template(Managed::ALL, held)
     }
@@ -553,25 +613,53 @@ mod tests {
         let c = |name: &str, runs: bool| Container {
             name: name.into(),
             runs_drainit: runs,
+            has_command: true,
             ..Container::default()
         };
         let init = Container {
             init: true,
             ..c("setup", true)
         };
-        assert_eq!(own_name(&[c("app", false)], None).unwrap(), "app");
+        // The image's entrypoint runs: it may be drainit.
+        let bare = |name: &str| Container {
+            has_command: false,
+            ..c(name, false)
+        };
+        assert_eq!(own_name(&[c("app", false)], None, None).unwrap(), "app");
+        assert_eq!(own_name(&[bare("app")], None, None).unwrap(), "app");
         assert_eq!(
-            own_name(&[c("app", true), c("proxy", false), init.clone()], None).unwrap(),
+            own_name(
+                &[c("app", true), c("proxy", false), init.clone()],
+                None,
+                None
+            )
+            .unwrap(),
             "app"
         );
         assert_eq!(
-            own_name(&[c("app", true), c("side", true)], Some("side")).unwrap(),
+            own_name(&[c("app", true), c("side", true)], Some("side"), None).unwrap(),
             "side"
         );
-        assert!(own_name(&[c("app", true), c("side", true)], None).is_err());
-        assert!(own_name(&[c("app", false), c("proxy", false)], None).is_err());
-        assert!(own_name(&[c("app", false)], Some("setup")).is_err());
-        assert!(own_name(&[c("app", false), init], Some("setup")).is_err());
-        assert_eq!(own_name(&[], None).unwrap(), UNNAMED);
+        assert!(own_name(&[c("app", true), c("side", true)], None, None).is_err());
+        assert!(own_name(&[c("app", false), c("proxy", false)], None, None).is_err());
+        assert!(own_name(&[c("app", false)], Some("setup"), None).is_err());
+        assert!(own_name(&[c("app", false), init], Some("setup"), None).is_err());
+        assert_eq!(own_name(&[], None, None).unwrap(), UNNAMED);
+        // A sidecar whose image runs drainit: the app's command naming
+        // drainit does not make the sidecar's drainit the app's.
+        let sidecar = own_name(&[c("app", true), bare("proxy")], None, None);
+        assert!(sidecar.unwrap_err().contains("proxy sets no command"));
+        // The kubelet's mounts name each one for what it is.
+        let pod = [c("app", true), bare("proxy")];
+        assert_eq!(own_name(&pod, None, Some("proxy")).unwrap(), "proxy");
+        assert_eq!(own_name(&pod, None, Some("app")).unwrap(), "app");
+        assert_eq!(
+            own_name(&pod, Some("app"), Some("proxy")).unwrap(),
+            "app",
+            "the option first"
+        );
+        // A mount naming none of the running containers is not taken.
+        assert!(own_name(&pod, None, Some("gone")).is_err());
+        assert_eq!(own_name(&[], None, Some("proxy")).unwrap(), "proxy");
     }
 }

@@ -11,6 +11,7 @@ use crate::core::protect::Backend;
 use crate::proto::exchange::Request;
 use crate::proto::http::{Failure, Response};
 use crate::proto::k8s::{read_pod, verdict, Pod, Verdict};
+use crate::proto::k8s_mounts::own_container;
 use crate::proto::k8s_record::{Refused, RECORD_KEY, VALUE_LIMIT};
 use crate::util::time::millis;
 
@@ -81,7 +82,8 @@ impl Protection {
             .filter(|c| !c.init || c.restartable)
             .map(|c| c.name.clone())
             .collect();
-        match record::own_name(&pod.containers, self.container.as_deref()) {
+        let mounted = own_container(&self.mounted, pod.uid.as_deref());
+        match record::own_name(&pod.containers, self.container.as_deref(), mounted) {
             Ok(name) => self.me.name = name,
             Err(why) => {
                 self.off = true;
