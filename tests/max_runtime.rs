@@ -58,7 +58,10 @@ fn wait_terms(scratch: &Scratch, n: usize) -> Instant {
 /// honest margin of `max` after the child was seen running.
 fn assert_at(what: &str, at: Instant, launched: Instant, running: Instant, max: Duration) {
     let from_launch = at - launched;
-    assert!(from_launch >= max, "{what} {from_launch:?} after the launch");
+    assert!(
+        from_launch >= max,
+        "{what} {from_launch:?} after the launch"
+    );
     let from_running = at.saturating_duration_since(running);
     assert!(
         from_running < max + Duration::from_millis(1_500),
@@ -96,7 +99,10 @@ fn an_app_that_exits_on_its_signal_is_stopped_at_the_max_runtime_with_exit_0() {
     assert_eq!(report["stop_trigger"], "max_runtime", "{report}");
     assert!(report["stop_signal"].is_null(), "as after ECS: {report}");
     assert_eq!(report["outcome"], "exited");
-    assert_eq!(report["deadline_ms"], 8_000, "the default --grace: {report}");
+    assert_eq!(
+        report["deadline_ms"], 8_000,
+        "the default --grace: {report}"
+    );
     let stderr = d.stderr();
     assert!(
         stderr.contains("stop begins (max_runtime"),
@@ -141,7 +147,13 @@ fn with_the_variable_an_app_drains_by_its_endpoint_after_the_max_runtime() {
     let seen = server.seen();
     assert!(seen.len() >= 3, "{seen:?}");
     // The drain endpoint is asked only once the stop began.
-    assert_at("the first poll", seen[0].at, launched, running, Duration::from_secs(3));
+    assert_at(
+        "the first poll",
+        seen[0].at,
+        launched,
+        running,
+        Duration::from_secs(3),
+    );
     let report = exit_report(scratch.file("report.json"));
     assert_eq!(report["stop_trigger"], "max_runtime", "{report}");
     assert_eq!(report["outcome"], "drained", "{report}");
@@ -154,7 +166,12 @@ fn with_the_variable_an_app_drains_by_its_endpoint_after_the_max_runtime() {
 fn a_stubborn_app_ends_as_at_a_deadline_after_the_max_runtime_and_the_grace() {
     let scratch = Scratch::new("max-stubborn");
     let launched = Instant::now();
-    let mut d = launch(&scratch, &["--max-runtime", "3s", "--grace", "2s"], STUBBORN).start();
+    let mut d = launch(
+        &scratch,
+        &["--max-runtime", "3s", "--grace", "2s"],
+        STUBBORN,
+    )
+    .start();
     scratch.wait_file("ready");
     let running = Instant::now();
     let term = wait_terms(&scratch, 1);
@@ -171,13 +188,21 @@ fn a_stubborn_app_ends_as_at_a_deadline_after_the_max_runtime_and_the_grace() {
     assert_eq!(report["stop_trigger"], "max_runtime");
     assert_eq!(report["deadline_ms"], 2_000);
     let to_exit = ms(&report["stop_to_exit_ms"]);
-    assert!((2_000..3_500).contains(&to_exit), "stop_to_exit_ms {to_exit}");
+    assert!(
+        (2_000..3_500).contains(&to_exit),
+        "stop_to_exit_ms {to_exit}"
+    );
 }
 
 #[test]
 fn the_platforms_sigterm_during_that_stop_is_a_second_signal_and_restarts_nothing() {
     let scratch = Scratch::new("max-then-term");
-    let mut d = launch(&scratch, &["--max-runtime", "1s", "--grace", "3s"], STUBBORN).start();
+    let mut d = launch(
+        &scratch,
+        &["--max-runtime", "1s", "--grace", "3s"],
+        STUBBORN,
+    )
+    .start();
     scratch.wait_file("ready");
     wait_terms(&scratch, 1);
     let sent = Instant::now();
@@ -195,7 +220,10 @@ fn the_platforms_sigterm_during_that_stop_is_a_second_signal_and_restarts_nothin
     assert_eq!(report["stop_trigger"], "max_runtime", "{report}");
     assert_eq!(report["deadline_ms"], 3_000);
     let to_exit = ms(&report["stop_to_exit_ms"]);
-    assert!((3_000..4_500).contains(&to_exit), "stop_to_exit_ms {to_exit}");
+    assert!(
+        (3_000..4_500).contains(&to_exit),
+        "stop_to_exit_ms {to_exit}"
+    );
     assert_eq!(terms(&scratch), 2);
 }
 
@@ -220,7 +248,9 @@ fn a_stop_signal_before_the_max_runtime_is_the_only_stop() {
 
 #[test]
 fn bad_values_exit_2_before_the_child_starts() {
-    for bad in ["0", "0s", "0ms", "0.0001", "none", "NONE", "abc", "3h", "400d"] {
+    for bad in [
+        "0", "0s", "0ms", "0.0001", "none", "NONE", "abc", "3h", "400d",
+    ] {
         assert_usage_error(&["--max-runtime", bad], &[], "--max-runtime");
     }
     assert_usage_error(&["--max-runtime=-1s"], &[], "--max-runtime");

@@ -536,7 +536,10 @@ fn a_stop_begun_by_a_signal_is_not_restarted_by_the_max_runtime() {
     assert_eq!(m.max_runtime.and_then(|x| x.next_timer()), None);
     m.handle(t(3_000), Input::Timeout);
     assert!(forwards(&actions(&mut m)).is_empty(), "nothing at 3 s");
-    assert_eq!(m.summary().stop_trigger, Some(Trigger::Signal(libc::SIGINT)));
+    assert_eq!(
+        m.summary().stop_trigger,
+        Some(Trigger::Signal(libc::SIGINT))
+    );
     assert_eq!(m.deadline(), Some(t(11_000)));
     // A child that ends first leaves no timer either.
     let mut m = Machine::new(&config, CHILD, true, t(0));
