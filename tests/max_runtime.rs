@@ -197,22 +197,23 @@ fn a_stubborn_app_ends_as_at_a_deadline_after_the_max_runtime_and_the_grace() {
 #[test]
 fn the_platforms_sigterm_during_that_stop_is_a_second_signal_and_restarts_nothing() {
     let scratch = Scratch::new("max-then-term");
-    let mut d = launch(
-        &scratch,
-        &["--max-runtime", "1s", "--grace", "3s"],
-        STUBBORN,
-    )
-    .start();
+    // Stubborn, and says when 1.5 s of its stop have passed: the test's
+    // SIGTERM comes then, half-way to the deadline.
+    let app = "trap 'echo TERM >> \"$D/term\"; (sleep 1.5; touch \"$D/mid\") &' TERM; \
+               touch \"$D/ready\"; while :; do sleep 0.05; done";
+    let mut d = launch(&scratch, &["--max-runtime", "1s", "--grace", "3s"], app).start();
     scratch.wait_file("ready");
     wait_terms(&scratch, 1);
+    scratch.wait_file("mid");
     let sent = Instant::now();
     d.signal(libc::SIGTERM);
     // Not absorbed (as after an ECS stop): the app has its stop signal, so
     // a second one reaches it, as during any stop.
     wait_terms(&scratch, 2);
     assert_eq!(d.wait_code(), 124, "{}", d.stderr());
+    // About 1.5 s after it; a stop begun again would have waited 3 s.
     assert!(
-        sent.elapsed() < Duration::from_secs(3),
+        sent.elapsed() < Duration::from_millis(2_500),
         "the deadline stays where the max runtime's stop put it: {:?}",
         sent.elapsed()
     );
