@@ -111,8 +111,8 @@ impl Trigger {
         matches!(self, Trigger::Ecs)
     }
 
-    /// Who began the stop, as the log says it: the signal, or the
-    /// platform.
+    /// Who began the stop, as the log says it: the signal, the platform,
+    /// or the maximum runtime.
     pub fn said(self) -> String {
         match self {
             Trigger::Signal(signo) => signal_name(signo),

@@ -3,9 +3,9 @@
 //! (`poll_action`) and sleeps until `poll_timeout`. `Machine` decides
 //! nothing itself: it routes each input, and each answer by its token, to
 //! the part that owns it (the stop timeline, the hooks, the drain sources,
-//! the platform watch, protection, notify), feeds the timeline what they
-//! say, in order and never re-entrantly, and routes the timeline's actions
-//! back to them (`stop.rs`). Each part owns its state and its timers; the
+//! the platform watch, the maximum runtime, protection, notify), feeds the
+//! timeline what they say, in order and never re-entrantly, and routes the
+//! timeline's actions back to them (`stop.rs`). Each part owns its state and its timers; the
 //! next wake-up is the earliest of theirs. Nothing here reads a clock or
 //! makes a syscall. The same core, built with `Machine::fallback`
 //! (`takeover.rs`), keeps the deadline after a panic; what it tells the
