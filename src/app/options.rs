@@ -365,6 +365,12 @@ declare! {
         help: "After the main child exits, SIGTERM what remains and wait up to D",
         ..DRAIN_D
     };
+    MAX_RUNTIME = Opt {
+        long: "max-runtime",
+        help: "Begin a stop once the app has run this long (from its start), as a stop signal \
+               would: drained, with --grace as its deadline. Not 0 or none (leave it unset)",
+        ..DRAIN_D
+    };
     DEADLINE_EXIT_CODE = Opt {
         long: "deadline-exit-code",
         value: "N",

@@ -101,6 +101,20 @@ pub fn parse_grace(text: &str) -> Result<Option<Duration>, String> {
     Ok((!d.is_zero()).then_some(d))
 }
 
+/// `--max-runtime`: a duration of at least 1 ms; no maximum is the option
+/// left unset, so `0` and `none` are refused rather than read as "never".
+pub fn parse_max_runtime(text: &str) -> Result<Duration, String> {
+    const UNSET: &str = "leave --max-runtime unset for no maximum";
+    if text.trim().eq_ignore_ascii_case("none") {
+        return Err(format!("none is not a maximum runtime; {UNSET}"));
+    }
+    let d = parse_duration(text)?;
+    if d < Duration::from_millis(1) {
+        return Err(format!("a maximum runtime must be at least 1ms; {UNSET}"));
+    }
+    Ok(d)
+}
+
 /// A poll period: a duration that is not zero.
 pub fn parse_interval(text: &str) -> Result<Duration, String> {
     let d = parse_duration(text)?;

@@ -10,6 +10,7 @@ pub mod health;
 pub mod hooks;
 pub mod listener;
 pub mod machine;
+pub mod max_runtime;
 pub mod metrics;
 pub mod notify;
 pub mod outcome;

@@ -88,6 +88,8 @@ pub enum Trigger {
     Signal(i32),
     /// ECS's task metadata said `DesiredStatus: STOPPED` (`watch::ecs`).
     Ecs,
+    /// The app ran its `--max-runtime` (`core::max_runtime`).
+    MaxRuntime,
 }
 
 impl Trigger {
@@ -97,15 +99,25 @@ impl Trigger {
         match self {
             Trigger::Signal(_) => "signal",
             Trigger::Ecs => "ecs",
+            Trigger::MaxRuntime => "max_runtime",
         }
     }
 
-    /// Who began the stop, as the log says it: the signal, or the
-    /// platform.
+    /// The platform sends its own stop signal after a stop this trigger
+    /// began (ECS stops the task): the timeline absorbs it once. After
+    /// `--max-runtime` a signal is the platform's own stop, met as a
+    /// second signal during a stop is.
+    pub fn signal_follows(self) -> bool {
+        matches!(self, Trigger::Ecs)
+    }
+
+    /// Who began the stop, as the log says it: the signal, the platform,
+    /// or the maximum runtime.
     pub fn said(self) -> String {
         match self {
             Trigger::Signal(signo) => signal_name(signo),
             Trigger::Ecs => "ECS".into(),
+            Trigger::MaxRuntime => "max_runtime: the app has run its --max-runtime".into(),
         }
     }
 

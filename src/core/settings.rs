@@ -59,6 +59,9 @@ pub struct Config {
     pub k8s: Option<K8sConfig>,
     /// `--notify`: receive the app's sd_notify messages.
     pub notify: Option<NotifyConfig>,
+    /// `--max-runtime`: a stop begins once the app has run this long
+    /// (from its start), as a stop signal's would.
+    pub max_runtime: Option<Duration>,
     /// `--grace-max`: how far extensions may move the deadline from t0
     /// (equal to `grace` unless set).
     pub grace_max: Option<Duration>,

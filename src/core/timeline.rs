@@ -68,7 +68,8 @@ pub enum Request {
 pub enum Event {
     /// A signal another process sent (never SIGCHLD).
     Signal(i32),
-    /// A platform's watch says the app is to stop (`core::watch`).
+    /// A platform's watch (`core::watch`) or `--max-runtime`
+    /// (`core::max_runtime`) says the app is to stop.
     PlatformStop(Trigger),
     /// The main child ended.
     ChildExited(Ended),
@@ -411,7 +412,8 @@ impl Timeline {
             Event::PlatformStop(trigger) => {
                 if matches!(self.state, State::Running) {
                     let signal = self.default_stop_signal();
-                    self.begin_stop(now, trigger, signal, Some(signal), out);
+                    let absorb = trigger.signal_follows().then_some(signal);
+                    self.begin_stop(now, trigger, signal, absorb, out);
                 }
             }
             Event::ChildExited(ended) => self.on_child_exit(now, ended, out),

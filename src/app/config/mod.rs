@@ -124,8 +124,10 @@ impl Config {
         let ecs_protect = ecs.as_ref().is_some_and(|e| e.protect.is_some());
         let k8s = platform::k8s(env, sources.can_say_busy(), ecs_protect, &mut notices)?;
         let notify = notify_from(env)?;
+        let max_runtime = stop::max_runtime(env, &mut notices)?;
         let drain_active = sources.active()
             || notify.is_some()
+            || max_runtime.is_some()
             || ecs
                 .as_ref()
                 .is_some_and(|e| e.metadata_uri.is_some() || e.protect.is_some());
@@ -139,6 +141,7 @@ impl Config {
             pid1: std::process::id() == 1,
             notify,
             grace_max,
+            max_runtime,
             log_format,
             timeline,
             stop_hooks: sources.stop_hooks,

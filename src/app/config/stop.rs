@@ -246,3 +246,22 @@ pub(super) fn timeline(
         orphan_grace: env.value_or_default(&options::ORPHAN_GRACE, parse_duration)?,
     })
 }
+
+/// `--max-runtime`, said at start when given: a stop then begins that long
+/// after the app's start.
+pub(super) fn max_runtime(
+    env: &Env<'_>,
+    notices: &mut Vec<Notice>,
+) -> Result<Option<Duration>, UsageError> {
+    let Some(s) = env.setting(&options::MAX_RUNTIME)? else {
+        return Ok(None);
+    };
+    let max = s.parse(parse_max_runtime)?;
+    notices.push(Notice::Info(format!(
+        "{} {}: a stop begins {} ms after the app started, as a stop signal's would",
+        s.origin,
+        crate::util::text::echo(s.text.trim()),
+        millis(max)
+    )));
+    Ok(Some(max))
+}

@@ -715,6 +715,24 @@ fn drainit_verbose_is_read() {
 }
 
 #[test]
+fn max_runtime_is_a_drain_option_and_never_0_or_none() {
+    let c = parse(&["x"]);
+    assert_eq!(c.max_runtime, None);
+    let c = parse(&["--max-runtime", "90m", "x"]);
+    assert_eq!(c.max_runtime, Some(Duration::from_secs(5_400)));
+    assert_eq!(c.timeline.grace, Some(DEFAULT_GRACE), "a drain option");
+    assert_eq!(c.verbosity, 2);
+    let c = parse_with(&["x"], &[("DRAINIT_MAX_RUNTIME", "2.5")]).unwrap();
+    assert_eq!(c.max_runtime, Some(Duration::from_millis(2_500)));
+    let c = parse(&["--max-runtime", "1s", "--grace", "none", "x"]);
+    assert_eq!(c.timeline.grace, None, "a stop with no deadline");
+    for bad in ["0", "0ms", "none", "never", "-1"] {
+        let e = parse_with(&[&format!("--max-runtime={bad}"), "x"], &[]).unwrap_err();
+        assert!(e.0.contains("--max-runtime"), "{bad}: {e}");
+    }
+}
+
+#[test]
 fn notify_options() {
     let c = parse(&["x"]);
     assert_eq!(c.notify, None);

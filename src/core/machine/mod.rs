@@ -3,9 +3,9 @@
 //! (`poll_action`) and sleeps until `poll_timeout`. `Machine` decides
 //! nothing itself: it routes each input, and each answer by its token, to
 //! the part that owns it (the stop timeline, the hooks, the drain sources,
-//! the platform watch, protection, notify), feeds the timeline what they
-//! say, in order and never re-entrantly, and routes the timeline's actions
-//! back to them (`stop.rs`). Each part owns its state and its timers; the
+//! the platform watch, the maximum runtime, protection, notify), feeds the
+//! timeline what they say, in order and never re-entrantly, and routes the
+//! timeline's actions back to them (`stop.rs`). Each part owns its state and its timers; the
 //! next wake-up is the earliest of theirs. Nothing here reads a clock or
 //! makes a syscall. The same core, built with `Machine::fallback`
 //! (`takeover.rs`), keeps the deadline after a panic; what it tells the
@@ -26,6 +26,7 @@ use crate::core::counters::Counters;
 use crate::core::deadline::Deadline;
 use crate::core::event::{Action, Input, Token};
 use crate::core::hooks::Hooks;
+use crate::core::max_runtime::MaxRuntime;
 use crate::core::notify::NotifyState;
 use crate::core::outcome::{Outcome, RunSummary};
 use crate::core::protect::Protection;
@@ -50,6 +51,8 @@ pub struct Machine<'a> {
     hooks: Hooks,
     sources: Sources,
     watch: Option<Watch>,
+    /// `--max-runtime`: a stop begins once the app has run this long.
+    max_runtime: Option<MaxRuntime>,
     protection: Option<Protection>,
     notify: Option<NotifyState>,
     /// What the parts asked for: tokens, owners, actions in order.
@@ -94,6 +97,7 @@ impl<'a> Machine<'a> {
         machine.sources = sources;
         machine.notify = config.notify.as_ref().map(|_| NotifyState::default());
         machine.watch = Watch::new(config, now, &mut machine.asks);
+        machine.max_runtime = MaxRuntime::new(config.max_runtime, now);
         machine.protection = Protection::new(config, now, &mut machine.asks);
         machine
     }
@@ -121,8 +125,10 @@ impl<'a> Machine<'a> {
     pub fn poll_timeout(&self) -> Option<Instant> {
         let watch = self.watch.as_ref().and_then(Watch::next_timer);
         let protection = self.protection.as_ref().and_then(Protection::next_timer);
+        let max_runtime = self.max_runtime.as_ref().and_then(MaxRuntime::next_timer);
         let parts = earliest(self.timeline.next_timer(), self.sources.next_timer());
-        earliest(parts, earliest(watch, protection))
+        let platform = earliest(watch, protection);
+        earliest(parts, earliest(platform, max_runtime))
     }
 
     /// Handles one input at `now`; the actions it leads to wait in
@@ -177,12 +183,22 @@ impl<'a> Machine<'a> {
         self.on_time(now);
     }
 
-    /// Fires what is due at `now`: the timeline's timers (once per input:
-    /// only when no event ran it already), the runs' kill times, the
-    /// watch's and protection's polls.
+    /// Fires what is due at `now`: the maximum runtime, the timeline's
+    /// timers (once per input: only when no event ran it already), the
+    /// runs' kill times, the watch's and protection's polls.
     fn on_time(&mut self, now: Instant) {
         if self.outcome.is_some() {
             return;
+        }
+        // First: the stop it begins runs the timeline, whose due timers
+        // then fire with it.
+        let running = self.timeline.is_running();
+        if let Some(trigger) = self
+            .max_runtime
+            .as_mut()
+            .and_then(|m| m.on_time(now, running))
+        {
+            self.feed(now, Event::PlatformStop(trigger));
         }
         if !std::mem::replace(&mut self.timeline_ran, false) && self.timeline.due(now) {
             self.feed(now, Event::Tick);

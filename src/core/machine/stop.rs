@@ -153,6 +153,9 @@ impl Machine<'_> {
         if let Some(watch) = &mut self.watch {
             watch.end();
         }
+        if let Some(max) = &mut self.max_runtime {
+            max.end();
+        }
         if let Some(protection) = &mut self.protection {
             protection.end();
             protection.begin_stop(now);
@@ -294,6 +297,9 @@ impl Machine<'_> {
         }
         self.summary.child_status = Some(ended);
         self.abandon_all("the main child ended");
+        if let Some(max) = &mut self.max_runtime {
+            max.end();
+        }
         if let Some(signo) = rules::signal_group_left(self.config) {
             log::debug!(
                 "sending {} to what is left of the child's process group, as dumb-init does",

@@ -1,8 +1,8 @@
 //! Building a `Machine` from nothing, and the fallback's core: after a
 //! panic of the loop, a fresh `Machine` with
 //! no sources, hooks, delay, ECS or notify reading takes over the stop the
-//! failed one began (its start and deadline, extensions included) and the
-//! records for the exit report. It is a timeline like the first, so the
+//! failed one began (its start and deadline, extensions included), the
+//! maximum runtime not yet reached, and the records for the exit report. It is a timeline like the first, so the
 //! same rules hold.
 
 use std::time::{Duration, Instant};
@@ -43,6 +43,9 @@ impl<'a> Machine<'a> {
             watch.end();
         }
         machine.notify = old.notify.take();
+        // The maximum runtime still holds: a stop it begins is the
+        // fallback's own.
+        machine.max_runtime = old.max_runtime.take();
         machine.asks = Asks::after(&old.asks);
         machine.counters = old.counters.clone();
         machine.version = old.version.wrapping_add(1);
@@ -99,6 +102,7 @@ impl<'a> Machine<'a> {
             hooks: Hooks::default(),
             sources: Sources::default(),
             watch: None,
+            max_runtime: None,
             protection: None,
             notify: None,
             asks: Asks::default(),

@@ -497,6 +497,67 @@ fn the_fallback_does_not_resend_a_stop_signal_and_starts_a_stop_of_its_own() {
     assert_eq!(m.outcome(), Some(Outcome::Exited(3)));
 }
 
+/// `config()` with `--max-runtime 3s` and a drain URL.
+fn max_runtime_config() -> Config {
+    let mut config = config();
+    config.max_runtime = Some(ms(3_000));
+    config.drain_urls = vec!["http://app/drain".into()];
+    config
+}
+
+#[test]
+fn the_max_runtime_begins_a_stop_as_a_signal_would() {
+    let config = max_runtime_config();
+    let mut m = Machine::new(&config, CHILD, true, t(0));
+    assert_eq!(m.poll_timeout(), Some(t(3_000)), "the only timer");
+    m.handle(t(2_999), Input::Timeout);
+    assert!(actions(&mut m).is_empty(), "not yet");
+    m.handle(t(3_000), Input::Timeout);
+    let a = actions(&mut m);
+    assert_eq!(forwards(&a), [(TERM, true)], "the first stop signal");
+    assert_eq!(sends(&a).len(), 1, "the first round, at once");
+    assert_eq!(m.summary().stop_trigger, Some(Trigger::MaxRuntime));
+    assert_eq!(m.deadline(), Some(t(13_000)), "--grace from the stop");
+    // The platform's own SIGTERM is not absorbed: a second stop signal
+    // once the app has its first, it goes on, as during any stop.
+    m.handle(t(3_500), Input::Signal(TERM));
+    assert_eq!(forwards(&actions(&mut m)), [(TERM, true)]);
+    assert_eq!(m.deadline(), Some(t(13_000)), "the stop is not restarted");
+    m.handle(t(13_000), Input::Timeout);
+    assert_eq!(actions(&mut m), [Action::KillChild]);
+}
+
+#[test]
+fn a_stop_begun_by_a_signal_is_not_restarted_by_the_max_runtime() {
+    let config = max_runtime_config();
+    let mut m = Machine::new(&config, CHILD, true, t(0));
+    m.handle(t(1_000), Input::Signal(libc::SIGINT));
+    assert_eq!(forwards(&actions(&mut m)), [(libc::SIGINT, true)]);
+    assert_eq!(m.max_runtime.and_then(|x| x.next_timer()), None);
+    m.handle(t(3_000), Input::Timeout);
+    assert!(forwards(&actions(&mut m)).is_empty(), "nothing at 3 s");
+    assert_eq!(
+        m.summary().stop_trigger,
+        Some(Trigger::Signal(libc::SIGINT))
+    );
+    assert_eq!(m.deadline(), Some(t(11_000)));
+    // A child that ends first leaves no timer either.
+    let mut m = Machine::new(&config, CHILD, true, t(0));
+    m.handle(t(1_000), Input::ChildExited(Ended::Exited(0)));
+    assert_eq!(m.poll_timeout(), None);
+}
+
+#[test]
+fn the_fallback_keeps_the_max_runtime() {
+    let config = max_runtime_config();
+    let mut old = Machine::new(&config, CHILD, true, t(0));
+    let mut m = Machine::fallback(&config, &mut old, false, None, t(1_000));
+    assert_eq!(m.poll_timeout(), Some(t(3_000)));
+    m.handle(t(3_000), Input::Timeout);
+    assert_eq!(forwards(&actions(&mut m)), [(TERM, true)]);
+    assert_eq!(m.summary().stop_trigger, Some(Trigger::MaxRuntime));
+}
+
 #[test]
 fn a_lost_child_status_ends_the_run_and_none_left_after_the_child_ends_it() {
     let config = config();
