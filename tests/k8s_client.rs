@@ -36,6 +36,7 @@ use drainit::proto::exchange::Method;
 use drainit::proto::http::{Kind, Response};
 use drainit::proto::k8s::{self as api, Managed, Verdict, API_BODY_LIMIT};
 use drainit::proto::k8s_host::Host;
+use drainit::proto::k8s_pod_read::read_pod;
 use serde_json::Value;
 use support::k8s_api::FakeApi;
 use support::*;
@@ -119,7 +120,7 @@ fn round_trip(server: &FakeApi, tls: &str) {
     let place = server.place();
     let got = k8s::get_pod(&place, TIMEOUT).unwrap();
     assert_eq!(verdict(&got), Verdict::Applied);
-    let pod = api::read_pod(&got.body).unwrap();
+    let pod = read_pod(&got.body).unwrap();
     assert_eq!(pod.grace_seconds, Some(30));
     assert!(!pod.holds(Managed::ALL));
 
@@ -332,7 +333,7 @@ fn the_answers_of_the_api_server() {
     assert_eq!(get(), Verdict::Retry { after: None });
     // Then the pod, with drainit's earlier state on it.
     let answer = k8s::get_pod(&place, TIMEOUT).unwrap();
-    let pod = api::read_pod(&answer.body).unwrap();
+    let pod = read_pod(&answer.body).unwrap();
     assert!(pod.holds(Managed::ALL));
     assert!(!pod.holds(Managed::parse("cost").unwrap()));
     // A cost that is no int32 is the API's 422, with its message.
@@ -383,7 +384,7 @@ fn a_pod_larger_than_the_http_clients_body_bound_is_read_and_patched() {
     assert!(got.body.len() > 300 * 1024);
     assert!(got.body.len() > drainit::proto::http::BODY_LIMIT);
     assert_eq!(verdict(&got), Verdict::Applied);
-    assert_eq!(api::read_pod(&got.body).unwrap().grace_seconds, Some(60));
+    assert_eq!(read_pod(&got.body).unwrap().grace_seconds, Some(60));
     for busy in [true, false] {
         let body = api::patch_body(Managed::ALL, busy, 1000);
         let answer = k8s::patch_pod(&place, &body, TIMEOUT).unwrap();
@@ -691,7 +692,7 @@ fn an_api_server_named_by_a_dns_name() {
     names_at(&names_dir(&s, &format!("127.0.0.1 {NAME}\n")))().unwrap();
     let got = k8s::get_pod(&place, TIMEOUT).unwrap();
     assert_eq!(verdict(&got), Verdict::Applied);
-    assert_eq!(api::read_pod(&got.body).unwrap().grace_seconds, Some(30));
+    assert_eq!(read_pod(&got.body).unwrap().grace_seconds, Some(30));
     let busy = api::patch_body(Managed::ALL, true, 1000);
     let answer = k8s::patch_pod(&place, &busy, TIMEOUT).unwrap();
     assert_eq!(verdict(&answer), Verdict::Applied);

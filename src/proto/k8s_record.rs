@@ -168,8 +168,9 @@ pub fn values_of(template: &Template) -> Values {
 mod tests {
     use super::*;
     use crate::proto::k8s::{
-        read_pod, COST_KEY, DO_NOT_DISRUPT_KEY, REQUEST_LIMIT, SAFE_TO_EVICT_KEY, TOKEN_LIMIT,
+        COST_KEY, DO_NOT_DISRUPT_KEY, REQUEST_LIMIT, SAFE_TO_EVICT_KEY, TOKEN_LIMIT,
     };
+    use crate::proto::k8s_pod_read::read_pod;
 
     fn json(bytes: &[u8]) -> serde_json::Value {
         serde_json::from_slice(bytes).unwrap()

@@ -10,5 +10,7 @@ pub mod json;
 pub mod k8s;
 pub mod k8s_host;
 pub mod k8s_mounts;
+pub mod k8s_pod;
+pub mod k8s_pod_read;
 pub mod k8s_record;
 pub mod notify_msg;

@@ -15,9 +15,9 @@ use crate::core::protect::Backend;
 use crate::core::settings::Config;
 use crate::proto::exchange::{Auth, Endpoint, Method, Request};
 use crate::proto::http::{Failure, Kind, Response};
-use crate::proto::k8s::{
-    choose, patch_body, read_pod, verdict, Chosen, Pod as PodRead, PreStop, Verdict,
-};
+use crate::proto::k8s::{patch_body, verdict, Verdict};
+use crate::proto::k8s_pod::{choose, Chosen, Pod as PodRead, PreStop};
+use crate::proto::k8s_pod_read::read_pod;
 use crate::util::time::millis;
 
 /// What is asked of the API server, in order.
@@ -138,7 +138,7 @@ impl Pod {
 }
 
 /// What of drainit's container shortens the pod's period, as the core's
-/// rule takes it (`proto::k8s::choose`, `spec_grace`): the container
+/// rule takes it (`proto::k8s_pod::choose`, `spec_grace`): the container
 /// chosen, its probes' periods and its preStop sleep.
 fn spec_words(config: &Config, pod: &PodRead, period: u64) -> String {
     let name = config.k8s.as_ref().and_then(|k| k.container.as_deref());

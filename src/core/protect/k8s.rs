@@ -54,11 +54,10 @@ use crate::core::protect::{Backend, Report};
 use crate::core::settings::{Config, K8sConfig};
 use crate::proto::exchange::{Auth, Endpoint, Method, Request};
 use crate::proto::http::{Failure, Response};
-use crate::proto::k8s::{
-    backoff, choose, pod_grace, read_pod, spec_grace, verdict, Chosen, Pod, PreStop, Verdict,
-    PATCH_ACCEPT, PERIOD_LIMIT_SECONDS,
-};
+use crate::proto::k8s::{backoff, pod_grace, verdict, Verdict, PATCH_ACCEPT, PERIOD_LIMIT_SECONDS};
 use crate::proto::k8s_mounts::Mounted;
+use crate::proto::k8s_pod::{choose, spec_grace, Chosen, Pod, PreStop};
+use crate::proto::k8s_pod_read::read_pod;
 use crate::proto::k8s_record::Template;
 use crate::util::time::millis;
 
@@ -328,7 +327,7 @@ impl Protection {
         Ok(())
     }
 
-    /// The default grace from the pod's spec (`proto::k8s::spec_grace`)
+    /// The default grace from the pod's spec (`proto::k8s_pod::spec_grace`)
     /// for drainit's own container (`choose`): said when nothing chose
     /// one, and when a preStop hook or a sidecar's wait takes an unknown
     /// share of it.

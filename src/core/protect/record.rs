@@ -16,7 +16,8 @@
 //! `resourceVersion` it was computed from, so two drainits never undo
 //! each other: the second gets a 409, reads again and computes anew.
 
-use crate::proto::k8s::{is_label, Annotation, Container, Managed, Pod, Values};
+use crate::proto::k8s::{is_label, Annotation, Managed, Values};
+use crate::proto::k8s_pod::{Container, Pod};
 use crate::proto::k8s_record::{
     annotations_patch, read_record, record_text, valid_cost, valid_value, Record, Refused, Template,
 };
@@ -343,7 +344,8 @@ pub fn own_name(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::k8s::{read_pod, COST_KEY, DO_NOT_DISRUPT_KEY, SAFE_TO_EVICT_KEY};
+    use crate::proto::k8s::{COST_KEY, DO_NOT_DISRUPT_KEY, SAFE_TO_EVICT_KEY};
+    use crate::proto::k8s_pod_read::read_pod;
     use crate::proto::k8s_record::{BUSY_KEY, RECORD_KEY};
 
     fn me(name: &str, cost: i32) -> Me {

@@ -10,8 +10,10 @@ use crate::core::protect::record::{self, Held};
 use crate::core::protect::Backend;
 use crate::proto::exchange::Request;
 use crate::proto::http::{Failure, Response};
-use crate::proto::k8s::{read_pod, verdict, Pod, Verdict};
+use crate::proto::k8s::{verdict, Verdict};
 use crate::proto::k8s_mounts::own_container;
+use crate::proto::k8s_pod::Pod;
+use crate::proto::k8s_pod_read::read_pod;
 use crate::proto::k8s_record::{Refused, RECORD_KEY, VALUE_LIMIT};
 use crate::util::time::millis;
 
