@@ -6,14 +6,15 @@
 //! listener say about each source. What a source is, how it is asked and
 //! how its answer reads is its kind's, one file each: `url.rs`, `exec.rs`,
 //! `file.rs` (the `Kind` trait). `board.rs` keeps who was asked in a round
-//! and who answered.
+//! and who answered; `reply.rs` the words between the two (`How`, `Reply`,
+//! `Read`).
 
 mod board;
 pub mod exec;
 pub mod file;
+mod reply;
 pub mod url;
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use log::{debug, info, warn};
@@ -22,17 +23,18 @@ use serde_json::Value;
 use crate::core::asks::{Asks, Owner};
 use crate::core::complaints::Key;
 use crate::core::counters::RequestKind;
-use crate::core::event::{Action, Answer, Lane, Seen, Token};
-use crate::core::outcome::{Ended, InFlight};
+use crate::core::event::{Action, Answer, Lane, Token};
+use crate::core::outcome::InFlight;
 use crate::core::rules;
-use crate::core::settings::{Cmd, Config};
+use crate::core::settings::Config;
 use crate::core::timeline::Ticket;
 use crate::core::timers::RunTimers;
 
-use crate::proto::exchange::{Endpoint, Request};
-use crate::proto::http::{Failure, Kind as HttpKind, Response};
+use crate::proto::exchange::Endpoint;
+use crate::proto::http::Kind as HttpKind;
 use crate::util::text::{escape, Fold};
 pub use board::{Board, Source};
+pub use reply::{How, Read, Reply};
 pub use url::Count;
 
 /// Polls of one kind (drain rounds; task protection) in flight at once;
@@ -140,60 +142,6 @@ pub fn threads(config: &Config) -> (usize, Vec<String>) {
         }
     }
     (threads, hosts)
-}
-
-/// How a source is asked, and so which lane it needs.
-#[derive(Debug, Clone)]
-pub enum How {
-    /// An HTTP request on a request thread: the round's lane (`Lane::Poll`)
-    /// or protection's (`Lane::Protect`), whose threads the shell starts
-    /// before the child (answered by `Input::Http`).
-    Send(Request),
-    /// A command run, killed when its time is up (`Input::RunEnded`).
-    Run(Cmd),
-    /// One look at a file (`Input::File`); takes no poll slot.
-    Look(PathBuf),
-}
-
-/// An answer as it came back.
-#[derive(Debug, Clone, Copy)]
-pub enum Reply<'a> {
-    Http(&'a Result<Response, Failure>),
-    /// How the run ended (Err: it could not start), and after how long it
-    /// was killed for running too long.
-    Run(Result<Ended, ()>, Option<Duration>),
-    File(&'a Seen),
-}
-
-/// What an answer says.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Read {
-    pub answer: Answer,
-    /// The progress line for the report and the ready line.
-    pub summary: Option<String>,
-    /// `--drain-count-field` as read: its pointer and what the answer
-    /// carried there.
-    pub count: Option<(String, Count)>,
-    /// No answer at all: its kind and a line for protection's complaints.
-    pub failure: Option<(HttpKind, String)>,
-    /// A status that says the URL itself looks wrong (401, 403, 404, 405).
-    pub wrong_url: Option<u16>,
-    /// The answer can never say ready (a JSON body without the boolean,
-    /// or one that does not parse): what `--check` calls a mistake.
-    pub never_ready: bool,
-}
-
-impl Read {
-    pub fn answer(answer: Answer) -> Read {
-        Read {
-            answer,
-            summary: None,
-            count: None,
-            failure: None,
-            wrong_url: None,
-            never_ready: false,
-        }
-    }
 }
 
 /// What a source is asked for.
