@@ -104,11 +104,17 @@ impl Annotation {
 }
 
 /// Which of the three annotations drainit manages (`--k8s-annotations`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Managed(u8);
 
 impl Managed {
     pub const ALL: Managed = Managed(0b111);
+    pub const NONE: Managed = Managed(0);
+
+    /// This set and `a`.
+    pub fn with(self, a: Annotation) -> Managed {
+        Managed(self.0 | a.bit())
+    }
 
     pub fn has(self, a: Annotation) -> bool {
         self.0 & a.bit() != 0

@@ -18,6 +18,10 @@ pub use crate::proto::k8s::{RECORD_KEY, RECORD_LIMIT, VALUE_LIMIT};
 
 /// The record's list of the containers whose drainit holds the pod busy.
 pub const BUSY_KEY: &str = "drainit.dev/busy";
+/// The record's list of the keys a drainit of the pod has set to busy's
+/// value (by `--k8s-annotations` name): only those, and the keys a
+/// drainit manages, ever get the template's value back.
+pub const WROTE_KEY: &str = "drainit.dev/wrote";
 /// Most names kept in the busy list (a pod has far fewer containers).
 pub const BUSY_LIMIT: usize = 64;
 
@@ -32,6 +36,8 @@ pub struct Record {
     /// The containers whose drainit holds the pod busy, in the order they
     /// came (each a DNS-1123 label, at most `BUSY_LIMIT`).
     pub busy: Vec<String>,
+    /// The keys a drainit of the pod has set to busy's value.
+    pub wrote: Managed,
 }
 
 /// What reading a record found besides the record: the values it refused.
@@ -82,6 +88,11 @@ pub fn record_text(record: &Record) -> String {
     }
     let busy = record.busy.iter().cloned().map(serde_json::Value::String);
     map.insert(BUSY_KEY.to_string(), busy.collect());
+    let wrote = record
+        .wrote
+        .iter()
+        .map(|a| serde_json::Value::from(a.name()));
+    map.insert(WROTE_KEY.to_string(), wrote.collect());
     serde_json::Value::Object(map).to_string()
 }
 
@@ -90,7 +101,8 @@ pub fn record_text(record: &Record) -> String {
 /// is not a string, is taken as not set (and named in `Refused`); names in
 /// the busy list that are not container names are dropped. An earlier
 /// release's record (no `BUSY_KEY`) lists only the keys its template set:
-/// there a key of `managed` left out was not set.
+/// there a key of `managed` left out was not set, and every recorded key
+/// was its to write.
 pub fn read_record(managed: Managed, text: &str) -> Result<(Record, Refused), String> {
     if text.len() > RECORD_LIMIT {
         return Err(format!("longer than {} KiB", RECORD_LIMIT / 1024));
@@ -118,6 +130,15 @@ pub fn read_record(managed: Managed, text: &str) -> Result<(Record, Refused), St
                 Some(None)
             }
         };
+    }
+    // An earlier release's record: it wrote the keys it recorded.
+    record.wrote = if current { Managed::NONE } else { Managed::ALL };
+    if let Some(serde_json::Value::Array(names)) = map.get(WROTE_KEY) {
+        for name in names.iter().filter_map(serde_json::Value::as_str) {
+            if let Some(a) = Annotation::ALL.into_iter().find(|a| a.name() == name) {
+                record.wrote = record.wrote.with(a);
+            }
+        }
     }
     if let Some(serde_json::Value::Array(names)) = map.get(BUSY_KEY) {
         for name in names.iter().filter_map(serde_json::Value::as_str) {
@@ -185,12 +206,14 @@ mod tests {
                 Some(None),
             ],
             busy: vec!["app".into(), "side".into()],
+            wrote: Managed::parse("cost,do-not-disrupt").unwrap(),
         };
         let text = record_text(&record);
         assert_eq!(
             json(text.as_bytes()),
             serde_json::json!({COST_KEY: "-100", SAFE_TO_EVICT_KEY: "a \"b\"\n",
-                DO_NOT_DISRUPT_KEY: null, BUSY_KEY: ["app", "side"]})
+                DO_NOT_DISRUPT_KEY: null, BUSY_KEY: ["app", "side"],
+                WROTE_KEY: ["cost", "do-not-disrupt"]})
         );
         let cost = Managed::parse("cost").unwrap();
         assert_eq!(read_record(cost, &text).unwrap().0, record, "every key");
@@ -198,6 +221,7 @@ mod tests {
         let partial = Record {
             template: [Some(None), None, Some(Some("true".into()))],
             busy: vec![],
+            wrote: Managed::NONE,
         };
         let text = record_text(&partial);
         assert!(!text.contains(SAFE_TO_EVICT_KEY), "{text}");
@@ -308,6 +332,7 @@ mod tests {
                 Some(Some(worst.clone())),
             ],
             busy: (0..BUSY_LIMIT).map(|i| format!("{i:0>63}")).collect(),
+            wrote: Managed::ALL,
         };
         let text = record_text(&record);
         assert!(text.len() <= RECORD_LIMIT, "{}", text.len());

@@ -617,7 +617,7 @@ impl Backend for Protection {
 mod tests {
     use super::*;
     use crate::proto::k8s::{Managed, COST_KEY, DO_NOT_DISRUPT_KEY, SAFE_TO_EVICT_KEY};
-    use crate::proto::k8s_record::{BUSY_KEY, RECORD_KEY};
+    use crate::proto::k8s_record::{BUSY_KEY, RECORD_KEY, WROTE_KEY};
     use std::time::SystemTime;
 
     fn config(grace_given: bool) -> K8sConfig {
@@ -669,7 +669,7 @@ mod tests {
         serde_json::json!({"metadata": {"annotations": {
             COST_KEY: "1000", SAFE_TO_EVICT_KEY: "false", DO_NOT_DISRUPT_KEY: "true",
             RECORD_KEY: {COST_KEY: null, SAFE_TO_EVICT_KEY: null, DO_NOT_DISRUPT_KEY: null,
-                BUSY_KEY: [record::UNNAMED]}}}})
+                BUSY_KEY: [record::UNNAMED], WROTE_KEY: ["cost", "safe-to-evict", "do-not-disrupt"]}}}})
     }
 
     /// The patch that gives such a pod its template's values back.
@@ -729,7 +729,7 @@ mod tests {
         let t0 = Instant::now();
         let busy = r#""controller.kubernetes.io/pod-deletion-cost":"1000","cluster-autoscaler.kubernetes.io/safe-to-evict":"false","karpenter.sh/do-not-disrupt":"true""#;
         // This drainit's own record: busy already, nothing to send.
-        let record = r#"{\"cluster-autoscaler.kubernetes.io/safe-to-evict\":\"true\",\"controller.kubernetes.io/pod-deletion-cost\":null,\"karpenter.sh/do-not-disrupt\":null,\"drainit.dev/busy\":[\"drainit\"]}"#;
+        let record = r#"{\"cluster-autoscaler.kubernetes.io/safe-to-evict\":\"true\",\"controller.kubernetes.io/pod-deletion-cost\":null,\"karpenter.sh/do-not-disrupt\":null,\"drainit.dev/busy\":[\"drainit\"],\"drainit.dev/wrote\":[\"cost\",\"safe-to-evict\",\"do-not-disrupt\"]}"#;
         // An earlier release's (no busy list): busy names itself, once.
         let earlier = r#"{\"cluster-autoscaler.kubernetes.io/safe-to-evict\":\"true\"}"#;
         for (text, sends) in [(record, false), (earlier, true)] {
@@ -789,7 +789,7 @@ mod tests {
         assert_eq!(q.request(false, t0), None);
         let busy = q.request(true, t0).unwrap();
         let record = serde_json::json!({COST_KEY: "-100", SAFE_TO_EVICT_KEY: null,
-            DO_NOT_DISRUPT_KEY: "false", BUSY_KEY: [record::UNNAMED]});
+            DO_NOT_DISRUPT_KEY: "false", BUSY_KEY: [record::UNNAMED], WROTE_KEY: ["cost", "safe-to-evict", "do-not-disrupt"]});
         assert_eq!(
             body(busy),
             serde_json::json!({"metadata": {"annotations": {
@@ -827,7 +827,7 @@ mod tests {
         assert!(!is_idle(&p), "the template says false");
         let idle_patch = p.request(false, t0).expect("idle says true");
         let record = serde_json::json!({COST_KEY: null, SAFE_TO_EVICT_KEY: "false",
-            DO_NOT_DISRUPT_KEY: null, BUSY_KEY: []});
+            DO_NOT_DISRUPT_KEY: null, BUSY_KEY: [], WROTE_KEY: []});
         assert_eq!(
             body(idle_patch),
             serde_json::json!({"metadata": {"annotations": {

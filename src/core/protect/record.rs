@@ -167,6 +167,10 @@ pub fn want(me: &Me, held: &Held, busy: bool, refused: Option<&Template>) -> Wan
         list.push(me.name.clone());
     }
     let mut values = held.values.clone();
+    let mut wrote = match &held.record {
+        Found::Record(r) => r.wrote,
+        Found::None | Found::Unreadable(_) => Managed::NONE,
+    };
     if !list.is_empty() {
         for a in me
             .managed
@@ -174,22 +178,25 @@ pub fn want(me: &Me, held: &Held, busy: bool, refused: Option<&Template>) -> Wan
             .filter(|a| busy && t[*a as usize].is_some())
         {
             values[a as usize] = Some(busy_value(me, a, held, shared));
+            wrote = wrote.with(a);
         }
         // Busy alone with the template's own values: nothing to record.
         let alone = !shared && !differs(&t, &values) && held.record == Found::None;
         let record = Record {
             template: t,
             busy: list,
+            wrote,
         };
         return Want {
             values,
             record: (!alone).then_some(record),
         };
     }
-    // A key this drainit manages, or one that holds a busy value (an
-    // earlier run's, under another key set), gets the template's value
-    // back; any other key is someone else's, whatever a record says.
-    let covered = |a: Annotation| me.managed.has(a) || busy_like(a, held);
+    // A key this drainit manages, or one a drainit of the pod set to
+    // busy's value (an earlier run's, under another key set) that still
+    // holds it, gets the template's value back; any other key is someone
+    // else's.
+    let covered = |a: Annotation| me.managed.has(a) || (wrote.has(a) && busy_like(a, held));
     for a in Annotation::ALL.into_iter().filter(|a| covered(*a)) {
         if let Some(value) = &t[a as usize] {
             values[a as usize] = value.clone();
@@ -206,6 +213,7 @@ pub fn want(me: &Me, held: &Held, busy: bool, refused: Option<&Template>) -> Wan
     let record = kept.then(|| Record {
         template: t,
         busy: Vec::new(),
+        wrote,
     });
     Want { values, record }
 }
@@ -346,7 +354,7 @@ mod tests {
     use super::*;
     use crate::proto::k8s::{COST_KEY, DO_NOT_DISRUPT_KEY, SAFE_TO_EVICT_KEY};
     use crate::proto::k8s_pod_read::read_pod;
-    use crate::proto::k8s_record::{BUSY_KEY, RECORD_KEY};
+    use crate::proto::k8s_record::{BUSY_KEY, RECORD_KEY, WROTE_KEY};
 
     fn me(name: &str, cost: i32) -> Me {
         Me {
@@ -393,7 +401,7 @@ mod tests {
         assert_eq!(body["metadata"]["resourceVersion"], "1");
         assert_eq!(
             serde_json::from_str::<serde_json::Value>(record).unwrap(),
-            serde_json::json!({COST_KEY: "-100", SAFE_TO_EVICT_KEY: null, DO_NOT_DISRUPT_KEY: null, BUSY_KEY: ["app"]})
+            serde_json::json!({COST_KEY: "-100", SAFE_TO_EVICT_KEY: null, DO_NOT_DISRUPT_KEY: null, BUSY_KEY: ["app"], WROTE_KEY: ["cost", "safe-to-evict", "do-not-disrupt"]})
         );
         let one = after(&w, "2");
         // The sidecar, idle, reads it: busy's values stay, nothing to send.
