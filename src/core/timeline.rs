@@ -208,8 +208,9 @@ pub struct Timeline {
     /// the stop: `Deadline::cap`).
     cap: Option<Instant>,
     /// The grace came from the platform (the pod's period or its
-    /// deletion): `--pre-stop-delay` is cut so the drain keeps at least
-    /// half of the time to the deadline.
+    /// deletion, or a platform's default the delay does not fit in):
+    /// `--pre-stop-delay` is cut so the drain keeps at least half of the
+    /// time to the deadline.
     cut_delay: bool,
     /// The last instant an event came with.
     seen: Option<Instant>,
@@ -217,6 +218,7 @@ pub struct Timeline {
 
 impl Timeline {
     pub fn new(settings: Settings) -> Timeline {
+        let cut_delay = settings.delay_gives_way;
         Timeline {
             settings,
             state: State::Running,
@@ -228,7 +230,7 @@ impl Timeline {
             signalled_at: None,
             extended: false,
             cap: None,
-            cut_delay: false,
+            cut_delay,
             seen: None,
         }
     }
@@ -246,7 +248,8 @@ impl Timeline {
         self.settings.grace = deadline.grace();
         self.grace_max = deadline.grace_max();
         self.cap = deadline.cap();
-        self.cut_delay = matches!(deadline.from(), GraceFrom::Pod | GraceFrom::Deletion);
+        self.cut_delay = self.settings.delay_gives_way
+            || matches!(deadline.from(), GraceFrom::Pod | GraceFrom::Deletion);
     }
 
     /// The stop's deadline moves to `deadline` (a kill time learnt at the
@@ -752,6 +755,7 @@ mod tests {
             stop_signals: vec![TERM, INT],
             grace: Some(ms(10_000)),
             pre_stop_delay: Duration::ZERO,
+            delay_gives_way: false,
             hook: false,
             hook_timeout: ms(1_000),
             drain: true,
