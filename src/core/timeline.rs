@@ -1996,4 +1996,24 @@ mod tests {
         tl.handle(t(0), Event::Signal(TERM));
         assert_eq!(tl.phase(), Phase::PreStop { until: t(6_000) });
     }
+
+    #[test]
+    fn a_platform_default_inside_the_pre_stop_delay_cuts_the_delay() {
+        let settings = with(|s| {
+            s.grace = Some(ms(4_000));
+            s.pre_stop_delay = ms(5_000);
+            s.delay_gives_way = true;
+        });
+        let config = crate::core::machine::tests::config();
+        let mut tl = Timeline::new(settings);
+        // As the machine does at start: the flag outlives `follow`.
+        tl.follow(&Deadline::new(&crate::core::settings::Config {
+            timeline: tl.settings.clone(),
+            grace_max: Some(ms(4_000)),
+            ..config
+        }));
+        tl.handle(t(0), Event::Signal(TERM));
+        assert_eq!(tl.stop().unwrap().deadline, Some(t(4_000)));
+        assert_eq!(tl.phase(), Phase::PreStop { until: t(2_000) });
+    }
 }
