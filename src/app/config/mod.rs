@@ -2,8 +2,9 @@
 //! `TINI_*` environment into the settings the supervisor runs on, or into a
 //! one-line usage error that names the offending option. Each concern has
 //! a file: the environment lookup (`env`), the stop rules (`stop`), the
-//! platforms (`platform`) and their kills (`kill`), health checks (`health`), the compatibility
-//! names (`names`) and the names that are near a known one (`spelling`).
+//! platforms (`platform`) and their kills (`kill`), health checks
+//! (`health`), the compatibility names (`names`) and the names that are
+//! near a known one (`spelling`).
 
 mod env;
 mod health;
