@@ -153,8 +153,8 @@ fn grace(
 /// that reaches it would mean SIGKILL without any warning; and an explicit
 /// hook timeout must fit between the delay and the deadline. A platform's
 /// default that does not fit is kept, with one warning: the platform's
-/// kill is what counts, and a stop cuts the delay (true: it must) as it
-/// does for the pod's grace.
+/// kill is what counts, and a stop cuts the delay as it does for the
+/// pod's grace (true: the delay must give way).
 fn check_fits(
     grace: Option<Duration>,
     sources: &Sources,
