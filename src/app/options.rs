@@ -267,10 +267,12 @@ declare! {
         long: "grace",
         default: Default::ValueWhen(
             "8s",
-            "with a drain option, 25s on ECS/Kubernetes; else none",
+            "with a drain option, or the platform's; else none",
         ),
-        help: "Deadline from the start of a stop; then SIGKILL. 0/none never escalates. With \
-               --k8s-protect the default is the pod's terminationGracePeriodSeconds less a margin",
+        help: "Deadline from the start of a stop; then SIGKILL. 0/none never escalates. With a \
+               drain option the default fits the platform's kill: 25s on ECS, Kubernetes and \
+               Container Apps, 9s on Cloud Run, 4s on Fly.io and Nomad. With --k8s-protect it \
+               is the pod's terminationGracePeriodSeconds less a margin",
         ..DRAIN_D
     };
     STOP_SIGNALS = Opt {

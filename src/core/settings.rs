@@ -107,6 +107,10 @@ pub struct TimelineSettings {
     /// `--grace`: the deadline from t0, None never escalates.
     pub grace: Option<Duration>,
     pub pre_stop_delay: Duration,
+    /// The grace is a platform's default that `pre_stop_delay` (with the
+    /// hook's timeout) does not fit in: a stop cuts the delay, as for a
+    /// grace the platform gave (`Timeline::follow`).
+    pub delay_gives_way: bool,
     /// A stop hook (`--stop-url`, `--stop-exec`) is configured. The core
     /// derives it from `Config::stop_hooks` and `stop_execs`, as `drain`
     /// from the sources (`machine::settings`): what the configuration

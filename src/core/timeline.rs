@@ -101,8 +101,9 @@ pub struct Timeline {
     /// the stop: `Deadline::cap`).
     cap: Option<Instant>,
     /// The grace came from the platform (the pod's period or its
-    /// deletion): `--pre-stop-delay` is cut so the drain keeps at least
-    /// half of the time to the deadline.
+    /// deletion, or a platform's default the delay does not fit in):
+    /// `--pre-stop-delay` is cut so the drain keeps at least half of the
+    /// time to the deadline.
     cut_delay: bool,
     /// The last instant an event came with.
     seen: Option<Instant>,
@@ -110,6 +111,7 @@ pub struct Timeline {
 
 impl Timeline {
     pub fn new(settings: Settings) -> Timeline {
+        let cut_delay = settings.delay_gives_way;
         Timeline {
             settings,
             state: State::Running,
@@ -121,7 +123,7 @@ impl Timeline {
             signalled_at: None,
             extended: false,
             cap: None,
-            cut_delay: false,
+            cut_delay,
             seen: None,
         }
     }
@@ -139,7 +141,8 @@ impl Timeline {
         self.settings.grace = deadline.grace();
         self.grace_max = deadline.grace_max();
         self.cap = deadline.cap();
-        self.cut_delay = matches!(deadline.from(), GraceFrom::Pod | GraceFrom::Deletion);
+        self.cut_delay = self.settings.delay_gives_way
+            || matches!(deadline.from(), GraceFrom::Pod | GraceFrom::Deletion);
     }
 
     /// The stop's deadline moves to `deadline` (a kill time learnt at the
@@ -646,6 +649,7 @@ mod tests {
             stop_signals: vec![TERM, INT],
             grace: Some(ms(10_000)),
             pre_stop_delay: Duration::ZERO,
+            delay_gives_way: false,
             hook: false,
             hook_timeout: ms(1_000),
             drain: true,
@@ -1885,5 +1889,25 @@ mod tests {
         let mut tl = Timeline::new(with(|s| s.pre_stop_delay = ms(6_000)));
         tl.handle(t(0), Event::Signal(TERM));
         assert_eq!(tl.phase(), Phase::PreStop { until: t(6_000) });
+    }
+
+    #[test]
+    fn a_platform_default_inside_the_pre_stop_delay_cuts_the_delay() {
+        let settings = with(|s| {
+            s.grace = Some(ms(4_000));
+            s.pre_stop_delay = ms(5_000);
+            s.delay_gives_way = true;
+        });
+        let config = crate::core::machine::tests::config();
+        let mut tl = Timeline::new(settings);
+        // As the machine does at start: the flag outlives `follow`.
+        tl.follow(&Deadline::new(&crate::core::settings::Config {
+            timeline: tl.settings.clone(),
+            grace_max: Some(ms(4_000)),
+            ..config
+        }));
+        tl.handle(t(0), Event::Signal(TERM));
+        assert_eq!(tl.stop().unwrap().deadline, Some(t(4_000)));
+        assert_eq!(tl.phase(), Phase::PreStop { until: t(2_000) });
     }
 }

@@ -316,11 +316,23 @@ impl Launch {
             Command::new(&self.program)
         };
         command.args(&self.args);
-        // Keep the test's own DRAINIT_/TINI_ settings from leaking in.
+        // Keep the test's own DRAINIT_/TINI_ settings, and the variables
+        // that say which platform this is, from leaking in.
         for (key, _) in std::env::vars() {
-            if ["DRAINIT_", "TINI_", "ECS_", "DUMB_INIT_", "KUBERNETES_"]
-                .iter()
-                .any(|prefix| key.starts_with(prefix))
+            if [
+                "DRAINIT_",
+                "TINI_",
+                "ECS_",
+                "DUMB_INIT_",
+                "KUBERNETES_",
+                "FLY_",
+                "NOMAD_",
+                "K_SERVICE",
+                "CLOUD_RUN_",
+                "CONTAINER_APP_",
+            ]
+            .iter()
+            .any(|prefix| key.starts_with(prefix))
             {
                 command.env_remove(key);
             }

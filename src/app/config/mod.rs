@@ -2,11 +2,13 @@
 //! `TINI_*` environment into the settings the supervisor runs on, or into a
 //! one-line usage error that names the offending option. Each concern has
 //! a file: the environment lookup (`env`), the stop rules (`stop`), the
-//! platforms (`platform`), health checks (`health`), the compatibility
-//! names (`names`) and the names that are near a known one (`spelling`).
+//! platforms (`platform`) and their kills (`kill`), health checks
+//! (`health`), the compatibility names (`names`) and the names that are
+//! near a known one (`spelling`).
 
 mod env;
 mod health;
+mod kill;
 mod names;
 mod platform;
 pub mod spelling;
@@ -26,7 +28,6 @@ use crate::proto::notify_msg as notify;
 use env::Env;
 pub use env::EnvLookup;
 pub use names::Name;
-pub use stop::PLATFORM_GRACE;
 
 /// A bad option or variable; printed as one line, exit code 2.
 #[derive(Debug, PartialEq, Eq)]
@@ -120,9 +121,9 @@ impl Config {
         rewrite.extend(env.values(&options::REWRITE, parse_rewrite)?);
         let sources = stop::Sources::read(env)?;
         let mut notices = Vec::new();
-        let (ecs, platform) = platform::read(env, sources.can_say_busy(), &mut notices)?;
+        let (ecs, seen) = platform::read(env, sources.can_say_busy(), &mut notices)?;
         let ecs_protect = ecs.as_ref().is_some_and(|e| e.protect.is_some());
-        let k8s = platform::k8s(env, sources.can_say_busy(), ecs_protect, &mut notices)?;
+        let k8s = platform::k8s(env, sources.can_say_busy(), ecs_protect, seen, &mut notices)?;
         let notify = notify_from(env)?;
         let max_runtime = stop::max_runtime(env, &mut notices)?;
         let drain_active = sources.active()
@@ -131,16 +132,22 @@ impl Config {
             || ecs
                 .as_ref()
                 .is_some_and(|e| e.metadata_uri.is_some() || e.protect.is_some());
-        let (grace, grace_max) =
-            stop::deadline(env, &sources, drain_active, platform, &mut notices)?;
+        let deadline = stop::deadline(
+            env,
+            &sources,
+            drain_active,
+            seen,
+            k8s.is_some(),
+            &mut notices,
+        )?;
         let health = health::read(env, !sources.drain_urls.is_empty())?;
         let verbosity = names::verbosity(env, drain_active)?;
         let log_format = env.value_or_default(&options::LOG_FORMAT, parse_log_format)?;
-        let timeline = stop::timeline(env, &sources, grace)?;
+        let timeline = stop::timeline(env, &sources, &deadline)?;
         let mut config = Config {
             pid1: std::process::id() == 1,
             notify,
-            grace_max,
+            grace_max: deadline.grace_max,
             max_runtime,
             log_format,
             timeline,

@@ -1,12 +1,11 @@
-//! The platforms drainit recognises and their settings: Amazon ECS (the
-//! task metadata watch and task protection, from `--ecs*`, `--protect-*`
-//! and the variables the ECS agent sets) and Kubernetes (recognised by its
-//! service variable, for the default `--grace`; the pod annotations from
-//! `--k8s-*`, the service variables, `POD_NAME` or `HOSTNAME` and the
-//! service-account namespace).
+//! The platforms' settings: Amazon ECS (the task metadata watch and task
+//! protection, from `--ecs*`, `--protect-*` and the variables the ECS
+//! agent sets) and Kubernetes (the pod annotations from `--k8s-*`, the
+//! service variables, `POD_NAME` or `HOSTNAME` and the service-account
+//! namespace); which platform runs drainit is read in `kill`.
 
 use super::env::{invalid, Env, Setting};
-use super::stop::Platform;
+use super::kill::{Platform, Seen};
 use super::{Notice, UsageError};
 use crate::app::options;
 use crate::app::values::*;
@@ -28,17 +27,11 @@ pub(super) fn read(
     env: &Env<'_>,
     can_say_busy: bool,
     notices: &mut Vec<Notice>,
-) -> Result<(Option<EcsConfig>, Platform), UsageError> {
+) -> Result<(Option<EcsConfig>, Seen), UsageError> {
     let mode = env.value_or_default(&options::ECS, parse_ecs_mode)?;
     let interval = env.value_or_default(&options::ECS_INTERVAL, parse_ecs_interval)?;
     let usable = metadata_uri(env, mode, notices)?;
-    let platform = if usable.is_some() {
-        Platform::Ecs
-    } else if (env.lookup)("KUBERNETES_SERVICE_HOST").is_some_and(|v| !v.is_empty()) {
-        Platform::Kubernetes
-    } else {
-        Platform::Other
-    };
+    let platform = Seen::read(env, usable.is_some());
     let metadata_uri = match (mode, usable) {
         (EcsMode::Off, _) => None,
         (EcsMode::On, None) => {
@@ -158,13 +151,25 @@ fn parse_container(text: &str) -> Result<String, String> {
     Ok(text.to_string())
 }
 
+/// The options that act on a Kubernetes pod only.
+const K8S_ONLY: [&options::Opt; 5] = [
+    &options::K8S_PROTECT,
+    &options::K8S_CONTAINER,
+    &options::K8S_COST,
+    &options::K8S_ANNOTATIONS,
+    &options::K8S_IDLE_SAFE_TO_EVICT,
+];
+
 /// `--k8s-protect`'s settings when it is on. Its cost and list are checked
 /// whether or not it is. It cannot go with `--ecs-protect`: a container
-/// runs on one platform, and one back-end acts on busy and idle.
+/// runs on one platform, and one back-end acts on busy and idle. On a
+/// platform that sets `KUBERNETES_*` but gives the app no pod of its own
+/// to patch (Container Apps), the Kubernetes options are one warning.
 pub(super) fn k8s(
     env: &Env<'_>,
     can_say_busy: bool,
     ecs_protect: bool,
+    seen: Seen,
     notices: &mut Vec<Notice>,
 ) -> Result<Option<K8sConfig>, UsageError> {
     let cost = env.value_or_default(&options::K8S_COST, parse_k8s_cost)?;
@@ -172,6 +177,10 @@ pub(super) fn k8s(
     let managed = env.value_or_default(&options::K8S_ANNOTATIONS, Managed::parse)?;
     let interval = env.value_or_default(&options::PROTECT_INTERVAL, parse_ecs_interval)?;
     let idle_safe_to_evict = env.flag(&options::K8S_IDLE_SAFE_TO_EVICT)?;
+    if seen.platform == Platform::ContainerApps {
+        not_here(env, seen, notices)?;
+        return Ok(None);
+    }
     if !env.flag(&options::K8S_PROTECT)? {
         return Ok(None);
     }
@@ -227,6 +236,29 @@ pub(super) fn k8s(
         grace_given: env.setting(&options::GRACE)?.is_some(),
         grace_max_given: env.setting(&options::GRACE_MAX)?.is_some(),
     }))
+}
+
+/// The Kubernetes options given where the app cannot reach its pod: one
+/// warning naming them, and protection stays off.
+fn not_here(env: &Env<'_>, seen: Seen, notices: &mut Vec<Notice>) -> Result<(), UsageError> {
+    let mut given = Vec::new();
+    for opt in K8S_ONLY {
+        let set = match opt.kind {
+            options::Kind::Flag => env.flag(opt)?,
+            _ => env.setting(opt)?.is_some(),
+        };
+        if set {
+            given.push(format!("--{}", opt.long));
+        }
+    }
+    if !given.is_empty() {
+        notices.push(Notice::Warn(format!(
+            "{} ignored {}: it sets KUBERNETES_* but gives the app no access to the Kubernetes API that holds its pod; Kubernetes pod protection is off",
+            given.join(", "),
+            seen.name()
+        )));
+    }
+    Ok(())
 }
 
 /// The service account's namespace (the file, read once at start).

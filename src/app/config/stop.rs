@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::env::{default, invalid, unique, Env};
+use super::kill::Seen;
 use super::{Notice, UsageError, MAX_SOURCES};
 use crate::app::options;
 use crate::app::values::*;
@@ -94,27 +95,16 @@ impl Sources {
     }
 }
 
-/// Where drainit runs, for the default `--grace`: the platform's own kill
-/// comes 30 s after its stop on ECS and on Kubernetes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Platform {
-    Ecs,
-    Kubernetes,
-    Other,
-}
-
-/// The default `--grace` on ECS and Kubernetes (with a drain option), under
-/// their 30 s default kill; elsewhere the declared default applies.
-pub const PLATFORM_GRACE: &str = "25s";
-
 /// `--grace`: as given, else (with a drain option) the default that fits
-/// the platform's own kill, said at start with its reason.
+/// the platform's own kill, said at start with its reason; and whether it
+/// is that platform's default.
 fn grace(
     env: &Env<'_>,
     drain_active: bool,
-    platform: Platform,
+    seen: Seen,
+    k8s_protect: bool,
     notices: &mut Vec<Notice>,
-) -> Result<Option<Duration>, UsageError> {
+) -> Result<(Option<Duration>, bool), UsageError> {
     if let Some(s) = env.setting(&options::GRACE)? {
         let grace = s.parse(parse_grace)?;
         // Given, it gets its line as the default does: the platform's own
@@ -132,61 +122,74 @@ fn grace(
                 crate::util::text::echo(s.text.trim())
             ),
         }));
-        return Ok(grace);
+        return Ok((grace, false));
     }
     if !drain_active {
-        return Ok(None);
+        return Ok((None, false));
     }
-    // ECS's stopTimeout and Kubernetes' terminationGracePeriodSeconds
-    // default to 30 s, `docker stop` to 10.
-    let (text, why) = match platform {
-        Platform::Ecs => (PLATFORM_GRACE, "on ECS, whose stopTimeout defaults to 30 s"),
-        Platform::Kubernetes => (
-            PLATFORM_GRACE,
-            "on Kubernetes, whose terminationGracePeriodSeconds defaults to 30 s",
-        ),
-        Platform::Other => (
-            options::GRACE.default_value().unwrap_or_default(),
-            "no ECS or Kubernetes here; docker stop waits 10 s",
-        ),
+    // `docker stop` waits 10 s.
+    let clock = seen.clock();
+    let text = match clock {
+        Some(clock) => clock.grace,
+        None => options::GRACE.default_value().unwrap_or_default(),
     };
     let grace = parse_grace(text).map_err(|e| invalid(text, "--grace", &e))?;
     // With --k8s-protect the pod's own period replaces it once read (its
     // line follows): said so now, so that the two lines agree.
-    let line = match env.flag(&options::K8S_PROTECT)? {
+    let line = match k8s_protect {
         true => format!(
             "--grace {text} until the pod's terminationGracePeriodSeconds is read (--k8s-protect), which then sets it; set --grace to choose it yourself"
         ),
-        false => format!("--grace {text} by default ({why}); set --grace to change it"),
+        false => format!(
+            "--grace {text} by default ({}); set --grace to change it",
+            seen.why()
+        ),
     };
     notices.push(Notice::Info(line));
-    Ok(grace)
+    Ok((grace, clock.is_some()))
 }
 
 /// The deadline must leave the app time to get its stop signal: a delay
 /// that reaches it would mean SIGKILL without any warning; and an explicit
-/// hook timeout must fit between the delay and the deadline.
-fn check_fits(grace: Option<Duration>, sources: &Sources) -> Result<(), UsageError> {
+/// hook timeout must fit between the delay and the deadline. A platform's
+/// default that does not fit is kept, with one warning: the platform's
+/// kill is what counts, and a stop cuts the delay as it does for the
+/// pod's grace (true: the delay must give way).
+fn check_fits(
+    grace: Option<Duration>,
+    sources: &Sources,
+    platform_default: Option<Seen>,
+    notices: &mut Vec<Notice>,
+) -> Result<bool, UsageError> {
     let Some(grace) = grace else {
-        return Ok(());
+        return Ok(false);
     };
     let delay = sources.pre_stop_delay;
-    if delay >= grace {
-        return Err(UsageError(format!(
-            "--pre-stop-delay ({} ms) must be shorter than --grace ({} ms): the app would be killed before it got its stop signal",
+    let hook = sources.hook_timeout.filter(|hook| delay + *hook >= grace);
+    let what = match hook {
+        _ if delay >= grace => format!("--pre-stop-delay ({} ms)", millis(delay)),
+        Some(hook) => format!(
+            "--pre-stop-delay ({} ms) + --hook-timeout ({} ms)",
             millis(delay),
-            millis(grace)
+            millis(hook)
+        ),
+        None => return Ok(false),
+    };
+    if let Some(seen) = platform_default {
+        notices.push(Notice::Warn(format!(
+            "the default --grace ({} ms) {} is not longer than {what}: it is kept, and a stop cuts the delay so the drain keeps at least half of the grace; set --grace to choose it yourself",
+            millis(grace),
+            seen.name()
         )));
+        return Ok(true);
     }
-    if let Some(hook) = sources.hook_timeout.filter(|hook| delay + *hook >= grace) {
-        return Err(UsageError(format!(
-            "--pre-stop-delay ({} ms) + --hook-timeout ({} ms) must be shorter than --grace ({} ms)",
-            millis(delay),
-            millis(hook),
+    Err(UsageError(match hook {
+        _ if delay >= grace => format!(
+            "{what} must be shorter than --grace ({} ms): the app would be killed before it got its stop signal",
             millis(grace)
-        )));
-    }
-    Ok(())
+        ),
+        _ => format!("{what} must be shorter than --grace ({} ms)", millis(grace)),
+    }))
 }
 
 /// `--grace-max`: the grace unless given, and then never below it.
@@ -210,18 +213,34 @@ fn grace_max(env: &Env<'_>, grace: Option<Duration>) -> Result<Option<Duration>,
     }
 }
 
+/// The stop's deadline as configured.
+pub(super) struct Deadline {
+    /// `--grace`.
+    pub grace: Option<Duration>,
+    /// `--grace-max`.
+    pub grace_max: Option<Duration>,
+    /// The grace is a platform's default that the delay (and hook
+    /// timeout) do not fit in: a stop cuts the delay.
+    pub delay_gives_way: bool,
+}
+
 /// The deadline (`--grace`) and how far extensions may move it
 /// (`--grace-max`), checked against the delay and the hook timeout.
 pub(super) fn deadline(
     env: &Env<'_>,
     sources: &Sources,
     drain_active: bool,
-    platform: Platform,
+    seen: Seen,
+    k8s_protect: bool,
     notices: &mut Vec<Notice>,
-) -> Result<(Option<Duration>, Option<Duration>), UsageError> {
-    let grace = grace(env, drain_active, platform, notices)?;
-    check_fits(grace, sources)?;
-    Ok((grace, grace_max(env, grace)?))
+) -> Result<Deadline, UsageError> {
+    let (grace, by_platform) = grace(env, drain_active, seen, k8s_protect, notices)?;
+    let delay_gives_way = check_fits(grace, sources, by_platform.then_some(seen), notices)?;
+    Ok(Deadline {
+        grace,
+        grace_max: grace_max(env, grace)?,
+        delay_gives_way,
+    })
 }
 
 /// What the timeline goes by, from the sources and the deadline read
@@ -229,11 +248,12 @@ pub(super) fn deadline(
 pub(super) fn timeline(
     env: &Env<'_>,
     sources: &Sources,
-    grace: Option<Duration>,
+    deadline: &Deadline,
 ) -> Result<Settings, UsageError> {
     Ok(Settings {
         stop_signals: env.value_or_default(&options::STOP_SIGNALS, parse_signal_list)?,
-        grace,
+        grace: deadline.grace,
+        delay_gives_way: deadline.delay_gives_way,
         pre_stop_delay: sources.pre_stop_delay,
         hook: sources.hook(),
         hook_timeout: match sources.hook_timeout {

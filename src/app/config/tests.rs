@@ -849,3 +849,112 @@ fn at_most_sixty_four_sources() {
     let err = parse_with(&args, &[]).unwrap_err();
     assert!(err.0.contains("64") && err.0.contains("65"), "{err}");
 }
+
+/// The warnings among a run's notices.
+fn warnings(c: &Config) -> Vec<&str> {
+    c.notices
+        .iter()
+        .filter_map(|n| match n {
+            Notice::Warn(w) => Some(w.as_str()),
+            Notice::Info(_) => None,
+        })
+        .collect()
+}
+
+#[test]
+fn each_platform_has_its_default_grace_and_says_so() {
+    let drain = ["--drain-file", "/tmp/d", "x"];
+    let k8s = ("KUBERNETES_SERVICE_HOST", "10.0.0.1");
+    for (vars, grace, says) in [
+        (&[("FLY_MACHINE_ID", "e28")][..], 4, "on Fly.io, seen from FLY_MACHINE_ID, whose kill_timeout defaults to 5 s; a longer kill_timeout needs a longer --grace"),
+        (&[("NOMAD_ALLOC_ID", "5b1")][..], 4, "on Nomad, seen from NOMAD_ALLOC_ID, whose kill_timeout defaults to 5 s; a longer kill_timeout needs a longer --grace"),
+        (&[("K_SERVICE", "web")][..], 9, "on Cloud Run, seen from K_SERVICE, which kills 10 s"),
+        (&[("CLOUD_RUN_JOB", "j")][..], 9, "on Cloud Run, seen from CLOUD_RUN_JOB"),
+        (&[("K_SERVICE", "web"), k8s][..], 25, "(on Kubernetes, whose terminationGracePeriodSeconds defaults to 30 s)"),
+        (&[("CONTAINER_APP_NAME", "a"), k8s][..], 25, "on Azure Container Apps, seen from CONTAINER_APP_NAME, whose terminationGracePeriodSeconds defaults to 30 s; a longer terminationGracePeriodSeconds needs a longer --grace"),
+        (&[("CONTAINER_APP_JOB_NAME", "j"), k8s][..], 25, "on Azure Container Apps, seen from CONTAINER_APP_JOB_NAME"),
+        (&[][..], 8, "(no platform with a known kill here; docker stop waits 10 s)"),
+    ] {
+        let c = parse_with(&drain, vars).unwrap();
+        assert_eq!(c.timeline.grace, Some(Duration::from_secs(grace)), "{vars:?}");
+        assert!(!c.timeline.delay_gives_way, "{vars:?}");
+        let line = format!("--grace {grace}s by default (");
+        assert!(
+            matches!(&c.notices[..], [Notice::Info(n)] if n.starts_with(&line) && n.contains(says)),
+            "{vars:?}: {:?}",
+            c.notices
+        );
+    }
+    // Without a drain option: no grace, whatever the platform.
+    let c = parse_with(&["x"], &[("FLY_MACHINE_ID", "e28")]).unwrap();
+    assert_eq!((c.timeline.grace, c.notices.len()), (None, 0));
+}
+
+#[test]
+fn a_platform_default_inside_the_delay_is_kept_and_cuts_it() {
+    let fly = [("FLY_MACHINE_ID", "e28")];
+    let c = parse_with(&["--pre-stop-delay", "5s", "x"], &fly).unwrap();
+    assert_eq!(c.timeline.grace, Some(Duration::from_secs(4)));
+    assert!(c.timeline.delay_gives_way);
+    assert_eq!(
+        warnings(&c),
+        ["the default --grace (4000 ms) on Fly.io (FLY_MACHINE_ID is set) is not longer than --pre-stop-delay (5000 ms): it is kept, and a stop cuts the delay so the drain keeps at least half of the grace; set --grace to choose it yourself"]
+    );
+    // The delay plus an explicit hook timeout, on Nomad.
+    let flags = [
+        "--pre-stop-delay",
+        "2s",
+        "--hook-timeout",
+        "2s",
+        "--stop-url",
+        "http://127.0.0.1:1/s",
+        "x",
+    ];
+    let c = parse_with(&flags, &[("NOMAD_ALLOC_ID", "5b1")]).unwrap();
+    assert!(c.timeline.delay_gives_way);
+    let w = warnings(&c);
+    assert!(
+        w.len() == 1
+            && w[0].contains("on Nomad")
+            && w[0].contains("--pre-stop-delay (2000 ms) + --hook-timeout (2000 ms)"),
+        "{w:?}"
+    );
+    // The same on Kubernetes' 25 s default.
+    let k8s = [("KUBERNETES_SERVICE_HOST", "10.0.0.1")];
+    let c = parse_with(&["--pre-stop-delay", "30s", "x"], &k8s).unwrap();
+    assert!(c.timeline.delay_gives_way && warnings(&c)[0].contains("on Kubernetes is not"));
+    // A delay that fits keeps the delay whole.
+    let c = parse_with(&["--pre-stop-delay", "3s", "x"], &fly).unwrap();
+    assert!(!c.timeline.delay_gives_way && warnings(&c).is_empty());
+    // A grace given is the operator's: still a usage error.
+    let e = parse_with(&["--pre-stop-delay", "5s", "--grace", "4s", "x"], &fly).unwrap_err();
+    assert!(e.0.contains("must be shorter than --grace"), "{e}");
+    // drainit's own default, with no platform: still a usage error.
+    assert!(parse_with(&["--pre-stop-delay", "8s", "x"], &[]).is_err());
+}
+
+#[test]
+fn kubernetes_options_on_container_apps_are_one_warning() {
+    let aca = [
+        ("CONTAINER_APP_NAME", "web"),
+        ("KUBERNETES_SERVICE_HOST", "10.0.0.1"),
+        ("DRAINIT_K8S_COST", "5"),
+    ];
+    let flags = ["--k8s-protect", "--drain-url", "http://127.0.0.1:1/d", "x"];
+    let c = parse_with(&flags, &aca).unwrap();
+    assert_eq!(c.k8s, None);
+    assert_eq!(c.timeline.grace, Some(PLATFORM));
+    assert_eq!(
+        warnings(&c),
+        ["--k8s-protect, --k8s-cost ignored on Azure Container Apps (CONTAINER_APP_NAME is set): it sets KUBERNETES_* but gives the app no access to the Kubernetes API that holds its pod; Kubernetes pod protection is off"]
+    );
+    assert!(
+        c.notices.iter().all(|n| !matches!(n, Notice::Info(i) if i.contains("on Kubernetes") || i.contains("--k8s-protect"))),
+        "{:?}",
+        c.notices
+    );
+    // Nothing given, nothing said; a bad value is still a usage error.
+    let c = parse_with(&["x"], &aca[..2]).unwrap();
+    assert!(warnings(&c).is_empty(), "{:?}", c.notices);
+    assert!(parse_with(&["--k8s-cost", "0", "x"], &aca[..2]).is_err());
+}
