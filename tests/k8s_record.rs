@@ -210,10 +210,14 @@ fn pod(name: &str, args: &[&str]) -> Option<(FakeApi, Scratch, PathBuf)> {
     Some((api, s, sa))
 }
 
-/// The pod's annotations now, the record parsed (Null: none).
+/// The pod's annotations now, the record parsed (Null: none, or no
+/// request yet). The fake server writes the file whole (a rename), so
+/// what is there always parses.
 fn annotations(api: &FakeApi) -> Value {
-    let text = std::fs::read_to_string(api.dir.file("pod.json")).unwrap_or_default();
-    let pod: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+    let Ok(text) = std::fs::read_to_string(api.dir.file("pod.json")) else {
+        return Value::Null;
+    };
+    let pod: Value = serde_json::from_str(&text).expect("the pod's JSON, whole");
     let mut a = pod["metadata"]["annotations"].clone();
     if let Some(record) = a.get(RECORD).and_then(Value::as_str) {
         a[RECORD] = serde_json::from_str(record).unwrap_or(Value::Null);
@@ -503,8 +507,17 @@ fn a_sidecar_that_may_run_drainit_and_no_mount_leave_protection_off() {
     };
     let app = Container::new("k8s-no-mounts-app", true);
     let mut d = app.launch(&api, &sa, &[]);
+    wait_for("the pod read", PATIENCE, || {
+        (!api.requests().is_empty()).then_some(())
+    });
     app.wait_polls(3, PATIENCE);
     assert_eq!(patches(&api).len(), 0, "busy, and nothing sent");
+    let stderr = d.stderr();
+    assert_eq!(
+        stderr.matches("protection stays off").count(),
+        1,
+        "one warning: {stderr}"
+    );
     d.signal(libc::SIGTERM);
     assert_eq!(d.wait_code(), 124, "busy to the deadline");
 }

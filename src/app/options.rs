@@ -478,8 +478,8 @@ declare! {
         default: Default::None,
         help: "drainit's own container in the pod spec: its name in the record of the \
                containers holding the pod busy, and whose probes and preStop hook shorten \
-               the default grace (default: the only container that runs drainit, else the \
-               only container; needed with two drainits in one pod)",
+               the default grace (default: the container the kubelet's mounts name, else \
+               the pod's only container)",
         ..ONE
     };
     K8S_COST = Opt {

@@ -820,7 +820,6 @@ mod tests {
         assert_eq!(app.probe_grace, [Some(20), None]);
         assert_eq!(app.pre_stop, PreStop::Sleep(5));
         assert!(!named("log").runs_drainit);
-        assert!(named("app").has_command && !named("log").has_command);
         assert!(named("setup").init && !named("setup").restartable);
         assert!(named("setup").runs_drainit);
         assert!(named("proxy").restartable);

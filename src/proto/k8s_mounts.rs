@@ -10,8 +10,9 @@ use crate::proto::k8s::is_label;
 /// Most mountinfo bytes read (a container has a few dozen mounts; a host
 /// mount namespace may have thousands).
 pub const MOUNTINFO_LIMIT: usize = 1024 * 1024;
-/// Most (pod, container) pairs kept from one mountinfo.
-const PAIRS: usize = 8;
+/// Most (pod, container) pairs kept from one mountinfo (a node plugin that
+/// mounts the kubelet's directory sees every pod's).
+const PAIRS: usize = 256;
 /// Longest pod uid taken (a uid is 36 characters).
 const UID_LIMIT: usize = 64;
 
@@ -146,7 +147,7 @@ mod tests {
 
     #[test]
     fn pairs_are_bounded() {
-        let info: String = (0..100)
+        let info: String = (0..300)
             .map(|i| line(&format!("/pods/{UID}/containers/c{i}/0"), "/x"))
             .collect();
         assert_eq!(mounted(info.as_bytes()).len(), PAIRS);

@@ -60,9 +60,6 @@ pub struct Container {
     pub init: bool,
     /// Its `command` or `args` runs a program named `drainit`.
     pub runs_drainit: bool,
-    /// It sets `command`: what it runs is known (without it, the image's
-    /// entrypoint runs, which may be drainit).
-    pub has_command: bool,
     /// `livenessProbe.terminationGracePeriodSeconds`,
     /// `startupProbe.terminationGracePeriodSeconds`.
     pub probe_grace: [Option<u64>; 2],

@@ -212,11 +212,11 @@ impl<'de> Visitor<'de> for Walk<'_> {
                         c.name = name;
                     }
                 }
-                (At::Container, Some(i @ (1 | 2))) => {
-                    let runs = m.next_value_seed(RunsDrainit)?;
-                    if let Some(c) = pod.containers.last_mut() {
-                        c.runs_drainit |= runs;
-                        c.has_command |= i == 1;
+                (At::Container, Some(1 | 2)) => {
+                    if m.next_value_seed(RunsDrainit)? {
+                        if let Some(c) = pod.containers.last_mut() {
+                            c.runs_drainit = true;
+                        }
                     }
                 }
                 (At::Container, Some(3)) => {

@@ -192,8 +192,11 @@ class Api:
     def record(self, entry):
         with self.lock:
             self.log.write(json.dumps(entry) + "\n")
-            with open(os.path.join(self.args.dir, "pod.json"), "w") as f:
+            # Whole or not at all: a reader never sees half of it.
+            path = os.path.join(self.args.dir, "pod.json")
+            with open(path + ".tmp", "w") as f:
                 json.dump(self.pod, f)
+            os.replace(path + ".tmp", path)
 
     def now(self):
         """The server's clock."""

@@ -1111,6 +1111,28 @@ mod tests {
     }
 
     #[test]
+    fn a_crash_while_a_busy_patch_waits_on_its_read_sends_no_busy_patch() {
+        let t0 = Instant::now();
+        let mut p = Protection::new(&config(false), None, None);
+        p.start();
+        p.on_answer(pod_at(1, serde_json::json!({})), t0);
+        p.request(true, t0).unwrap();
+        // Another drainit patched first: the busy patch waits on a read.
+        p.on_answer(status(409), t0);
+        let read = p.follow_up().expect("the read");
+        assert_eq!(read.method, Method::Get);
+        // The app crashes with that read out.
+        let crash = p.on_crash();
+        // The read's answer comes: the busy patch is not sent after the
+        // app's end.
+        p.on_answer(pod_at(2, serde_json::json!({})), t0);
+        assert_eq!(p.follow_up(), None, "no busy patch after the crash");
+        if let Some(crash) = crash {
+            assert_eq!(crash.method, Method::Get, "what the pod holds is unknown");
+        }
+    }
+
+    #[test]
     fn protection_stays_off_when_drainit_does_not_know_its_container() {
         let t0 = Instant::now();
         let two = r#"{"spec":{"containers":[{"name":"app","command":["/drainit"]},{"name":"side","args":["/bin/drainit"]}]}}"#;
@@ -1228,6 +1250,18 @@ mod tests {
         p.start();
         p.on_answer(ok(spec), t0);
         assert_eq!(p.take_grace(false).unwrap().grace, s(7));
+        // Named by the kubelet's mounts: the sidecar's drainit takes its
+        // own container's grace, not the app's.
+        let mut mounted = config(false);
+        mounted.mounted = vec![crate::proto::k8s_mounts::Mounted {
+            pod_uid: "u-9".into(),
+            container: "side".into(),
+        }];
+        let with_uid = spec.replacen("{\"spec\"", "{\"metadata\":{\"uid\":\"u-9\"},\"spec\"", 1);
+        let mut p = Protection::new(&mounted, Some(s(25)), None);
+        p.start();
+        p.on_answer(ok(&with_uid), t0);
+        assert_eq!(p.take_grace(false).unwrap().grace, s(27));
         // Given: checked against the pod's period, never changed.
         let mut p = Protection::new(&config(true), Some(s(20)), None);
         p.start();

@@ -299,11 +299,12 @@ pub fn is_on(me: &Me, held: &Held) -> bool {
 
 /// The name a drainit goes by in the busy list: `--k8s-container` (one of
 /// the pod's running containers), else the one the kubelet's mounts name
-/// (`mounted`), else the only running container, else the only running
-/// container whose command or args run drainit when every other one sets
-/// a command that does not (an image's entrypoint may be drainit); Err
-/// says why none is (protection then stays off). Two drainits never take
-/// one name: the busy list would then hold one for both.
+/// (`mounted`), else the pod's only running container; Err says why none
+/// is (protection then stays off). Two drainits never take one name (the
+/// busy list would then hold one for both), so nothing is guessed from
+/// the spec: a sidecar's command, or its image's entrypoint, may run
+/// drainit whatever it looks like. An option the mounts contradict (one
+/// variable shared by two containers) is refused too.
 pub fn own_name(
     containers: &[Container],
     option: Option<&str>,
@@ -316,36 +317,23 @@ pub fn own_name(
     if containers.is_empty() {
         return Ok(option.or(mounted).unwrap_or(UNNAMED).to_string());
     }
-    if let Some(name) = option {
-        return match running.iter().any(|c| c.name == name) {
-            true => Ok(name.to_string()),
-            false => Err(format!(
-                "--k8s-container {name} is none of the pod's running containers"
-            )),
-        };
-    }
-    if let Some(name) = mounted.filter(|n| running.iter().any(|c| c.name == *n)) {
-        return Ok(name.to_string());
-    }
-    let (runs, others): (Vec<&Container>, Vec<&Container>) =
-        running.iter().copied().partition(|c| c.runs_drainit);
-    match (runs.as_slice(), running.as_slice()) {
-        (_, [one]) => Ok(one.name.clone()),
-        ([one], _) => match others.iter().find(|c| !c.has_command) {
-            None => Ok(one.name.clone()),
-            Some(other) => Err(format!(
-                "{} runs drainit, and {} sets no command, so its image's entrypoint may be drainit too",
-                one.name, other.name
+    let mounted = mounted.filter(|n| running.iter().any(|c| c.name == *n));
+    match (option, mounted) {
+        (Some(name), Some(m)) if name != m => Err(format!(
+            "--k8s-container {name}, but the kubelet's mounts say this is container {m}"
+        )),
+        (Some(name), _) if running.iter().any(|c| c.name == name) => Ok(name.to_string()),
+        (Some(name), _) => Err(format!(
+            "--k8s-container {name} is none of the pod's running containers"
+        )),
+        (None, Some(m)) => Ok(m.to_string()),
+        (None, None) => match running.as_slice() {
+            [one] => Ok(one.name.clone()),
+            several => Err(format!(
+                "the pod runs {} containers and the kubelet's mounts name none of them",
+                several.len()
             )),
         },
-        ([], _) => Err(format!(
-            "none of the pod's {} running containers names drainit in its command or args",
-            running.len()
-        )),
-        (several, _) => Err(format!(
-            "{} of the pod's containers run drainit",
-            several.len()
-        )),
     }
 }
 
@@ -510,6 +498,26 @@ mod tests {
             body["metadata"]["annotations"],
             serde_json::json!({COST_KEY: null, RECORD_KEY: null})
         );
+        // Values a busy drainit would set, but set by someone else: a
+        // cost-only drainit turned busy, then another party set
+        // do-not-disrupt "true" and safe-to-evict "false". Idle leaves
+        // them, and the record (which lists only the cost) goes.
+        let template = held(serde_json::json!({}), "1");
+        let busy = after(&want(&cost_only, &template, true, None), "2");
+        let mut theirs = busy.clone();
+        theirs.values[1] = Some("false".into());
+        theirs.values[2] = Some("true".into());
+        let w = want(&cost_only, &theirs, false, None);
+        assert_eq!(
+            w.values,
+            [None, Some("false".into()), Some("true".into())],
+            "{w:?}"
+        );
+        let body = patch_json(&cost_only, &theirs, &w);
+        assert_eq!(
+            body["metadata"]["annotations"],
+            serde_json::json!({COST_KEY: null, RECORD_KEY: null})
+        );
     }
 
     fn template_of(held: &Held) -> Template {
@@ -623,53 +631,46 @@ mod tests {
         let c = |name: &str, runs: bool| Container {
             name: name.into(),
             runs_drainit: runs,
-            has_command: true,
             ..Container::default()
         };
         let init = Container {
             init: true,
             ..c("setup", true)
         };
-        // The image's entrypoint runs: it may be drainit.
-        let bare = |name: &str| Container {
-            has_command: false,
-            ..c(name, false)
-        };
         assert_eq!(own_name(&[c("app", false)], None, None).unwrap(), "app");
-        assert_eq!(own_name(&[bare("app")], None, None).unwrap(), "app");
         assert_eq!(
-            own_name(
-                &[c("app", true), c("proxy", false), init.clone()],
-                None,
-                None
-            )
-            .unwrap(),
-            "app"
+            own_name(&[c("app", true), init.clone()], None, None).unwrap(),
+            "app",
+            "an init container that runs to completion does not count"
         );
         assert_eq!(
             own_name(&[c("app", true), c("side", true)], Some("side"), None).unwrap(),
             "side"
         );
-        assert!(own_name(&[c("app", true), c("side", true)], None, None).is_err());
-        assert!(own_name(&[c("app", false), c("proxy", false)], None, None).is_err());
+        // Nothing is guessed from the spec: the sidecar's command may run
+        // drainit whatever it looks like (`sh -c "exec drainit …"`).
+        for pod in [
+            [c("app", true), c("proxy", false)],
+            [c("app", true), c("side", true)],
+            [c("app", false), c("proxy", false)],
+        ] {
+            let why = own_name(&pod, None, None).unwrap_err();
+            assert!(why.contains("runs 2 containers"), "{why}");
+        }
         assert!(own_name(&[c("app", false)], Some("setup"), None).is_err());
         assert!(own_name(&[c("app", false), init], Some("setup"), None).is_err());
         assert_eq!(own_name(&[], None, None).unwrap(), UNNAMED);
-        // A sidecar whose image runs drainit: the app's command naming
-        // drainit does not make the sidecar's drainit the app's.
-        let sidecar = own_name(&[c("app", true), bare("proxy")], None, None);
-        assert!(sidecar.unwrap_err().contains("proxy sets no command"));
         // The kubelet's mounts name each one for what it is.
-        let pod = [c("app", true), bare("proxy")];
+        let pod = [c("app", true), c("proxy", false)];
         assert_eq!(own_name(&pod, None, Some("proxy")).unwrap(), "proxy");
         assert_eq!(own_name(&pod, None, Some("app")).unwrap(), "app");
-        assert_eq!(
-            own_name(&pod, Some("app"), Some("proxy")).unwrap(),
-            "app",
-            "the option first"
-        );
+        assert_eq!(own_name(&pod, Some("app"), Some("app")).unwrap(), "app");
+        // One variable shared by both containers: the mounts say otherwise.
+        let why = own_name(&pod, Some("app"), Some("proxy")).unwrap_err();
+        assert!(why.contains("mounts say this is container proxy"), "{why}");
         // A mount naming none of the running containers is not taken.
         assert!(own_name(&pod, None, Some("gone")).is_err());
+        assert_eq!(own_name(&pod, Some("app"), Some("gone")).unwrap(), "app");
         assert_eq!(own_name(&[], None, Some("proxy")).unwrap(), "proxy");
     }
 }

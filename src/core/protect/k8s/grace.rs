@@ -12,6 +12,7 @@ use super::{Protection, Read};
 use crate::core::deadline::{Grace, Learnt};
 use crate::proto::http::{Failure, Response};
 use crate::proto::k8s::PERIOD_LIMIT_SECONDS;
+use crate::proto::k8s_mounts::own_container;
 use crate::proto::k8s_pod::{choose, spec_grace, Chosen, Pod, PreStop};
 use crate::proto::k8s_pod_read::read_pod;
 use crate::util::time::millis;
@@ -77,7 +78,16 @@ impl Protection {
     /// one, and when a preStop hook or a sidecar's wait takes an unknown
     /// share of it.
     pub(super) fn spec_grace(&mut self, pod: &Pod, period: u64) -> Duration {
-        let container = match choose(&pod.containers, self.container.as_deref(), period) {
+        // The name protection goes by (`name_self`, read first), else the
+        // option's or the mounts'.
+        let name = match self.off {
+            false => Some(self.me.name.clone()),
+            true => self
+                .container
+                .clone()
+                .or_else(|| own_container(&self.mounted, pod.uid.as_deref()).map(str::to_string)),
+        };
+        let container = match choose(&pod.containers, name.as_deref(), period) {
             Chosen::One(c) => Some(c),
             // No container read (never so in a real pod): the period alone.
             Chosen::Smallest(None) => None,

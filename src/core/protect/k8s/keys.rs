@@ -139,6 +139,11 @@ impl Protection {
     /// After a crash (`Backend::on_crash`): the idle patch when the pod
     /// may hold busy's values, a read first when what it holds is unknown.
     pub(super) fn crash_request(&mut self) -> Option<Request> {
+        // A busy patch waiting on a read (after a 409) is never sent: the
+        // app is gone.
+        if self.pending == Some(true) {
+            self.pending = None;
+        }
         if self.state == State::Out(Sent::Patch(true)) || self.off {
             // Sent beside it, the idle patch could land first and the
             // busy one last: its answer is waited for (`crash_waits`),
