@@ -44,6 +44,8 @@ const DISRUPT: &str = "karpenter.sh/do-not-disrupt";
 const RECORD: &str = "drainit.dev/template-annotations";
 /// The record's list of busy containers (`proto::k8s_record::BUSY_KEY`).
 const BUSY: &str = "drainit.dev/busy";
+/// The record's list of the keys drainit set (`WROTE_KEY`).
+const WROTE: &str = "drainit.dev/wrote";
 /// The `Accept` of every PATCH (`proto::k8s::PATCH_ACCEPT`).
 const PARTIAL: &str =
     "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
@@ -201,10 +203,11 @@ fn busy_annotations() -> Value {
 }
 
 /// drainit's record (parsed): the template's values of the cost,
-/// safe-to-evict and do-not-disrupt, and the containers holding the pod
-/// busy.
+/// safe-to-evict and do-not-disrupt, the containers holding the pod busy,
+/// and the keys drainit set (the three, as the tests' drainits manage).
 fn record(template: &[Option<&str>; 3], busy: &[&str]) -> Value {
-    serde_json::json!({COST: template[0], EVICT: template[1], DISRUPT: template[2], BUSY: busy})
+    serde_json::json!({COST: template[0], EVICT: template[1], DISRUPT: template[2], BUSY: busy,
+        WROTE: ["cost", "safe-to-evict", "do-not-disrupt"]})
 }
 
 /// `annotations` as the pod holds them: the record as its text.
@@ -1180,12 +1183,12 @@ fn idle_safe_to_evict_says_true_once_idle() {
         .start();
     s.wait_file("ready");
     // Idle from the start: after the hold, "true" and the record (the
-    // template set none of the keys).
+    // template set none of the keys; no key was set busy yet).
     let at = wait_patches(api, 1, HOLD + PATIENCE);
     assert!(at.duration_since(started) >= HOLD);
-    api.wait_annotations(
-        &serde_json::json!({EVICT: "true", RECORD: record(&[None, None, None], &[])}),
-    );
+    let mut idle = record(&[None, None, None], &[]);
+    idle[WROTE] = serde_json::json!([]);
+    api.wait_annotations(&serde_json::json!({EVICT: "true", RECORD: idle}));
     busy.store(true, Ordering::SeqCst);
     wait_patches(api, 2, PATIENCE);
     api.wait_annotations(&busy_annotations());
