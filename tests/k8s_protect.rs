@@ -1183,11 +1183,11 @@ fn idle_safe_to_evict_says_true_once_idle() {
         .start();
     s.wait_file("ready");
     // Idle from the start: after the hold, "true" and the record (the
-    // template set none of the keys; no key was set busy yet).
+    // template set none of the keys; the idle "true" is drainit's).
     let at = wait_patches(api, 1, HOLD + PATIENCE);
     assert!(at.duration_since(started) >= HOLD);
     let mut idle = record(&[None, None, None], &[]);
-    idle[WROTE] = serde_json::json!([]);
+    idle[WROTE] = serde_json::json!(["safe-to-evict"]);
     api.wait_annotations(&serde_json::json!({EVICT: "true", RECORD: idle}));
     busy.store(true, Ordering::SeqCst);
     wait_patches(api, 2, PATIENCE);

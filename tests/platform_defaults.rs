@@ -234,7 +234,7 @@ fn fly_with_a_longer_pre_stop_delay_starts_and_the_delay_gives_way() {
             term >= Duration::from_millis(1_950) && term < Duration::from_millis(3_500),
             "{binary}: SIGTERM {term:?} after the stop: {stderr}"
         );
-        let warning = "the default --grace (4000 ms) on Fly.io (FLY_MACHINE_ID is set) is not longer than --pre-stop-delay (5000 ms): it is kept, and a stop cuts the delay so the drain keeps at least half of the grace";
+        let warning = "the default --grace (4000 ms) on Fly.io (FLY_MACHINE_ID is set) is not longer than --pre-stop-delay (5000 ms): it is kept, and a stop cuts the delay to at most half of the grace";
         assert_eq!(stderr.matches(warning).count(), 1, "{binary}: {stderr}");
         let r = exit_report(&report);
         assert_eq!(

@@ -816,20 +816,21 @@ mod tests {
         assert_eq!(names, ["setup", "proxy", "app", "log"], "as written");
         let named = |n: &str| pod.containers.iter().find(|c| c.name == n).unwrap();
         let app = named("app");
-        assert!(app.runs_drainit && !app.init);
+        assert!(!app.init);
         assert_eq!(app.probe_grace, [Some(20), None]);
         assert_eq!(app.pre_stop, PreStop::Sleep(5));
-        assert!(!named("log").runs_drainit);
         assert!(named("setup").init && !named("setup").restartable);
-        assert!(named("setup").runs_drainit);
         assert!(named("proxy").restartable);
         assert_eq!(named("proxy").pre_stop, PreStop::Other);
         // The grace: min(60, 20) = 20, less 5 s of sleep, less 2 s.
         assert_eq!(spec_grace(60, Some(app)), Duration::from_secs(13));
         assert_eq!(spec_grace(60, None), Duration::from_secs(54));
-        // Three run (the restartable init container counted): the one
-        // that runs drainit; the one named; nothing chooses: the smallest.
-        assert_eq!(choose(&pod.containers, None, 60), Chosen::One(app));
+        // Three run (the restartable init container counted): no name
+        // (whatever the commands say), the smallest; the one named.
+        assert_eq!(
+            choose(&pod.containers, None, 60),
+            Chosen::Smallest(Some(app))
+        );
         let proxy = named("proxy");
         assert_eq!(
             choose(&pod.containers, Some("proxy"), 60),

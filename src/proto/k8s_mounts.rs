@@ -24,7 +24,8 @@ pub struct Mounted {
 }
 
 /// The containers named by the roots of `mountinfo`'s mounts (its fourth
-/// field), each once, at most `PAIRS`.
+/// field), each once; none when there are more than `PAIRS` (a cut list
+/// could name one container where the whole one names several).
 pub fn mounted(mountinfo: &[u8]) -> Vec<Mounted> {
     let mut found: Vec<Mounted> = Vec::new();
     let text = String::from_utf8_lossy(mountinfo);
@@ -37,7 +38,7 @@ pub fn mounted(mountinfo: &[u8]) -> Vec<Mounted> {
         };
         if !found.contains(&m) {
             if found.len() == PAIRS {
-                break;
+                return Vec::new();
             }
             found.push(m);
         }
@@ -146,10 +147,19 @@ mod tests {
     }
 
     #[test]
-    fn pairs_are_bounded() {
-        let info: String = (0..300)
-            .map(|i| line(&format!("/pods/{UID}/containers/c{i}/0"), "/x"))
-            .collect();
-        assert_eq!(mounted(info.as_bytes()).len(), PAIRS);
+    fn past_the_bound_the_mounts_name_nothing() {
+        let other = |i: usize| line(&format!("/pods/{i:08x}-0000/containers/c/0"), "/x");
+        let full: String = (0..PAIRS).map(other).collect();
+        assert_eq!(mounted(full.as_bytes()).len(), PAIRS);
+        // This pod's two containers past the bound: a cut list would name
+        // one of them; none is named.
+        let past = format!(
+            "{full}{}{}",
+            line(&format!("/pods/{UID}/containers/app/0"), "/a"),
+            line(&format!("/pods/{UID}/containers/side/0"), "/b")
+        );
+        let found = mounted(past.as_bytes());
+        assert_eq!(own_container(&found, Some(UID)), None);
+        assert!(found.is_empty());
     }
 }

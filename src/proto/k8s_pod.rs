@@ -58,8 +58,6 @@ pub struct Container {
     /// An init container that runs to completion: never running when the
     /// stop comes.
     pub init: bool,
-    /// Its `command` or `args` runs a program named `drainit`.
-    pub runs_drainit: bool,
     /// `livenessProbe.terminationGracePeriodSeconds`,
     /// `startupProbe.terminationGracePeriodSeconds`.
     pub probe_grace: [Option<u64>; 2],
@@ -157,15 +155,16 @@ pub enum Chosen<'a> {
     /// Named by `--k8s-container`, the only one running, or the one whose
     /// command runs drainit.
     One(&'a Container),
-    /// Nothing chose (`--k8s-container` named none, or several run
-    /// drainit or none does): the smallest grace over all of them.
+    /// Nothing chose (no name, or one that is none of them, in a pod of
+    /// several): the smallest grace over all of them.
     Smallest(Option<&'a Container>),
 }
 
-/// drainit's own container: `name` (`--k8s-container`), else the only
-/// one that runs beside the others (init containers that run to
-/// completion apart, restartable ones counted), else the one whose
-/// command or args run drainit; else the one whose grace is smallest.
+/// drainit's own container: `name` (`--k8s-container` or the kubelet's
+/// mounts), else the only one that runs (init containers that run to
+/// completion apart, restartable ones counted); else the one whose grace
+/// is smallest. Nothing is guessed from a command: a sidecar's may run
+/// drainit whatever it looks like.
 pub fn choose<'a>(containers: &'a [Container], name: Option<&str>, period: u64) -> Chosen<'a> {
     let running: Vec<&Container> = containers
         .iter()
@@ -177,13 +176,6 @@ pub fn choose<'a>(containers: &'a [Container], name: Option<&str>, period: u64) 
         }
     } else if let [only] = running.as_slice() {
         return Chosen::One(only);
-    } else if let [runs] = running
-        .iter()
-        .filter(|c| c.runs_drainit)
-        .collect::<Vec<_>>()
-        .as_slice()
-    {
-        return Chosen::One(runs);
     }
     Chosen::Smallest(
         running

@@ -152,8 +152,6 @@ impl<'de> Visitor<'de> for Walk<'_> {
             ],
             At::Container => &[
                 "name",
-                "command",
-                "args",
                 "restartPolicy",
                 "livenessProbe",
                 "startupProbe",
@@ -212,22 +210,15 @@ impl<'de> Visitor<'de> for Walk<'_> {
                         c.name = name;
                     }
                 }
-                (At::Container, Some(1 | 2)) => {
-                    if m.next_value_seed(RunsDrainit)? {
-                        if let Some(c) = pod.containers.last_mut() {
-                            c.runs_drainit = true;
-                        }
-                    }
-                }
-                (At::Container, Some(3)) => {
+                (At::Container, Some(1)) => {
                     let always = m.next_value_seed(Text(FIELD_LIMIT))?.as_deref() == Some("Always");
                     if let Some(c) = pod.containers.last_mut().filter(|c| c.init) {
                         c.restartable = always;
                     }
                 }
-                (At::Container, Some(i @ (4 | 5))) => m.next_value_seed(Walk {
+                (At::Container, Some(i @ (2 | 3))) => m.next_value_seed(Walk {
                     pod,
-                    at: At::Probe(i - 4),
+                    at: At::Probe(i - 2),
                 })?,
                 (At::Container, Some(_)) => m.next_value_seed(Walk {
                     pod,
@@ -381,53 +372,6 @@ impl<'de> Visitor<'de> for Containers<'_> {
     }
     fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
         Ok(())
-    }
-}
-
-/// A `command` or `args` list: true when one of its words runs a
-/// program named `drainit` (any directory).
-struct RunsDrainit;
-
-impl<'de> DeserializeSeed<'de> for RunsDrainit {
-    type Value = bool;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for RunsDrainit {
-    type Value = bool;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a command")
-    }
-    fn visit_seq<A: de::SeqAccess<'de>>(self, mut a: A) -> Result<bool, A::Error> {
-        let mut found = false;
-        while let Some(word) = a.next_element_seed(Text(FIELD_LIMIT))? {
-            let word = word.unwrap_or_default();
-            found |= word.rsplit('/').next() == Some("drainit");
-        }
-        Ok(found)
-    }
-    fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<bool, A::Error> {
-        Text(FIELD_LIMIT).visit_map(m).map(|_| false)
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<bool, E> {
-        Ok(false)
     }
 }
 

@@ -101,8 +101,8 @@ pub fn record_text(record: &Record) -> String {
 /// is not a string, is taken as not set (and named in `Refused`); names in
 /// the busy list that are not container names are dropped. An earlier
 /// release's record (no `BUSY_KEY`) lists only the keys its template set:
-/// there a key of `managed` left out was not set, and every recorded key
-/// was its to write.
+/// there a key of `managed` left out was not set. A record without
+/// `WROTE_KEY` lists no key as written.
 pub fn read_record(managed: Managed, text: &str) -> Result<(Record, Refused), String> {
     if text.len() > RECORD_LIMIT {
         return Err(format!("longer than {} KiB", RECORD_LIMIT / 1024));
@@ -131,8 +131,6 @@ pub fn read_record(managed: Managed, text: &str) -> Result<(Record, Refused), St
             }
         };
     }
-    // An earlier release's record: it wrote the keys it recorded.
-    record.wrote = if current { Managed::NONE } else { Managed::ALL };
     if let Some(serde_json::Value::Array(names)) = map.get(WROTE_KEY) {
         for name in names.iter().filter_map(serde_json::Value::as_str) {
             if let Some(a) = Annotation::ALL.into_iter().find(|a| a.name() == name) {

@@ -177,7 +177,7 @@ fn check_fits(
     };
     if let Some(seen) = platform_default {
         notices.push(Notice::Warn(format!(
-            "the default --grace ({} ms) {} is not longer than {what}: it is kept, and a stop cuts the delay so the drain keeps at least half of the grace; set --grace to choose it yourself",
+            "the default --grace ({} ms) {} is not longer than {what}: it is kept, and a stop cuts the delay to at most half of the grace (a hook gets at most half of what is left); set --grace to choose it yourself",
             millis(grace),
             seen.name()
         )));

@@ -898,7 +898,7 @@ fn a_platform_default_inside_the_delay_is_kept_and_cuts_it() {
     assert!(c.timeline.delay_gives_way);
     assert_eq!(
         warnings(&c),
-        ["the default --grace (4000 ms) on Fly.io (FLY_MACHINE_ID is set) is not longer than --pre-stop-delay (5000 ms): it is kept, and a stop cuts the delay so the drain keeps at least half of the grace; set --grace to choose it yourself"]
+        ["the default --grace (4000 ms) on Fly.io (FLY_MACHINE_ID is set) is not longer than --pre-stop-delay (5000 ms): it is kept, and a stop cuts the delay to at most half of the grace (a hook gets at most half of what is left); set --grace to choose it yourself"]
     );
     // The delay plus an explicit hook timeout, on Nomad.
     let flags = [

@@ -827,7 +827,7 @@ mod tests {
         assert!(!is_idle(&p), "the template says false");
         let idle_patch = p.request(false, t0).expect("idle says true");
         let record = serde_json::json!({COST_KEY: null, SAFE_TO_EVICT_KEY: "false",
-            DO_NOT_DISRUPT_KEY: null, BUSY_KEY: [], WROTE_KEY: []});
+            DO_NOT_DISRUPT_KEY: null, BUSY_KEY: [], WROTE_KEY: ["safe-to-evict"]});
         assert_eq!(
             body(idle_patch),
             serde_json::json!({"metadata": {"annotations": {

@@ -206,14 +206,25 @@ pub fn want(me: &Me, held: &Held, busy: bool, refused: Option<&Template>) -> Wan
     if me.idle_safe_to_evict && me.managed.has(Annotation::SafeToEvict) && t[evict].is_some() {
         values[evict] = Some("true".into());
     }
-    let kept = Annotation::ALL.into_iter().any(|a| {
+    // What is still drainit's once idle: a covered key that keeps another
+    // value than the template's (the idle "true"), and an idle "true" of
+    // another drainit's that this one leaves alone. Only those stay in
+    // `wrote`, and the record lives while any does.
+    let idle_true = |a: Annotation| {
+        a == Annotation::SafeToEvict && wrote.has(a) && values[evict].as_deref() == Some("true")
+    };
+    let mut still = Managed::NONE;
+    for a in Annotation::ALL {
         let i = a as usize;
-        covered(a) && t[i].as_ref().is_some_and(|v| *v != values[i])
-    });
-    let record = kept.then(|| Record {
+        let differs = t[i].as_ref().is_some_and(|v| *v != values[i]);
+        if differs && (covered(a) || idle_true(a)) {
+            still = still.with(a);
+        }
+    }
+    let record = (still != Managed::NONE).then(|| Record {
         template: t,
         busy: Vec::new(),
-        wrote,
+        wrote: still,
     });
     Want { values, record }
 }
@@ -520,6 +531,57 @@ mod tests {
         );
     }
 
+    #[test]
+    fn an_idle_true_is_kept_by_its_drainit_and_left_by_the_others() {
+        // The app's drainit manages all keys with --k8s-idle-safe-to-evict;
+        // the sidecar's only the cost.
+        let mut app = me("app", 1000);
+        app.idle_safe_to_evict = true;
+        let mut side = me("side", 1000);
+        side.managed = Managed::parse("cost").unwrap();
+        let template = held(serde_json::json!({}), "1");
+        let idle = after(&want(&app, &template, false, None), "2");
+        assert_eq!(idle.values[1].as_deref(), Some("true"));
+        let record = |h: &Held| match &h.record {
+            Found::Record(r) => r.clone(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            record(&idle).wrote,
+            Managed::parse("safe-to-evict").unwrap()
+        );
+        // The sidecar busy, then idle: the "true" and the record stay.
+        let busy = after(&want(&side, &idle, true, None), "3");
+        let again = after(&want(&side, &busy, false, None), "4");
+        assert_eq!(again.values, [None, Some("true".into()), None]);
+        assert_eq!(record(&again).template[1], Some(None), "the template kept");
+        // The app's drainit then finds what it wants: nothing to send.
+        assert!(holds(&again, &want(&app, &again, false, None)));
+    }
+
+    #[test]
+    fn what_is_written_shrinks_to_what_still_is_drainits() {
+        // Busy, then idle with the flag: only safe-to-evict is still
+        // drainit's. Restarted with the cost only, a do-not-disrupt "true"
+        // someone set since is theirs, and stays.
+        let mut app = me("app", 1000);
+        app.idle_safe_to_evict = true;
+        let template = held(serde_json::json!({}), "1");
+        let busy = after(&want(&app, &template, true, None), "2");
+        let idle = after(&want(&app, &busy, false, None), "3");
+        let mut theirs = idle.clone();
+        theirs.values[2] = Some("true".into());
+        let mut cost_only = me("app", 1000);
+        cost_only.managed = Managed::parse("cost").unwrap();
+        let w = want(&cost_only, &theirs, false, None);
+        assert_eq!(w.values[2].as_deref(), Some("true"), "{w:?}");
+        assert_eq!(
+            w.values[1].as_deref(),
+            Some("true"),
+            "the idle true stays: {w:?}"
+        );
+    }
+
     fn template_of(held: &Held) -> Template {
         template(Managed::ALL, held)
     }
@@ -628,9 +690,9 @@ mod tests {
 
     #[test]
     fn a_drainit_names_itself() {
-        let c = |name: &str, runs: bool| Container {
+        // (Whether its command names drainit: it tells nothing.)
+        let c = |name: &str, _runs: bool| Container {
             name: name.into(),
-            runs_drainit: runs,
             ..Container::default()
         };
         let init = Container {

@@ -79,13 +79,16 @@ impl Protection {
     /// share of it.
     pub(super) fn spec_grace(&mut self, pod: &Pod, period: u64) -> Duration {
         // The name protection goes by (`name_self`, read first), else the
-        // option's or the mounts'.
+        // option's or the mounts' (none when they disagree).
         let name = match self.off {
             false => Some(self.me.name.clone()),
-            true => self
-                .container
-                .clone()
-                .or_else(|| own_container(&self.mounted, pod.uid.as_deref()).map(str::to_string)),
+            true => match (
+                self.container.as_deref(),
+                own_container(&self.mounted, pod.uid.as_deref()),
+            ) {
+                (Some(option), Some(mounted)) if option != mounted => None,
+                (option, mounted) => option.or(mounted).map(str::to_string),
+            },
         };
         let container = match choose(&pod.containers, name.as_deref(), period) {
             Chosen::One(c) => Some(c),
