@@ -48,6 +48,10 @@ const HOLD: Duration = Duration::from_secs(30);
 const TWO: &str =
     r#"{"containers":[{"name":"app","image":"worker:1"},{"name":"side","image":"side:1"}]}"#;
 
+/// A pod whose app runs drainit by its command and whose sidecar sets no
+/// command (its image's entrypoint may be drainit too).
+const APP_AND_SIDECAR: &str = r#"{"containers":[{"name":"app","command":["/drainit","--"],"args":["/app"]},{"name":"side","image":"side:1"}]}"#;
+
 /// An app that ignores SIGTERM (a drained app's stop is drainit's) and
 /// says when it runs, as `tests/k8s_protect.rs`'s.
 const APP: &str =
@@ -468,7 +472,7 @@ fn two_drainits_named_by_the_kubelets_mounts_keep_the_pod_protected() {
     // The app's command runs drainit; the sidecar sets no command, and its
     // image's entrypoint is drainit too. Neither names its container: the
     // kubelet's mounts do.
-    let spec = r#"{"containers":[{"name":"app","command":["/drainit","--"],"args":["/app"]},{"name":"side","image":"side:1"}]}"#;
+    let spec = APP_AND_SIDECAR;
     let Some((api, _s, sa)) = pod("k8s-mounts", &["--spec", spec]) else {
         return;
     };
@@ -497,38 +501,14 @@ fn two_drainits_named_by_the_kubelets_mounts_keep_the_pod_protected() {
     assert_eq!(b.wait_code(), 124, "busy to the deadline");
 }
 
-#[test]
-fn a_sidecar_that_may_run_drainit_and_no_mount_leave_protection_off() {
-    // As above without the kubelet's mounts: the sidecar's drainit could
-    // take the app's name, so neither protects (one warning each).
-    let spec = r#"{"containers":[{"name":"app","command":["/drainit","--"],"args":["/app"]},{"name":"side","image":"side:1"}]}"#;
-    let Some((api, _s, sa)) = pod("k8s-no-mounts", &["--spec", spec]) else {
+/// drainit with a busy app in a pod of `spec`, no name given and no
+/// mount naming it: nothing is sent, one warning naming the option, and
+/// the stop runs to the deadline.
+fn protection_stays_off(name: &str, spec: &str) {
+    let Some((api, _s, sa)) = pod(name, &["--spec", spec]) else {
         return;
     };
-    let app = Container::new("k8s-no-mounts-app", true);
-    let mut d = app.launch(&api, &sa, &[]);
-    wait_for("the pod read", PATIENCE, || {
-        (!api.requests().is_empty()).then_some(())
-    });
-    app.wait_polls(3, PATIENCE);
-    assert_eq!(patches(&api).len(), 0, "busy, and nothing sent");
-    let stderr = d.stderr();
-    assert_eq!(
-        stderr.matches("protection stays off").count(),
-        1,
-        "one warning: {stderr}"
-    );
-    d.signal(libc::SIGTERM);
-    assert_eq!(d.wait_code(), 124, "busy to the deadline");
-}
-
-#[test]
-fn two_drainits_and_no_container_named_leave_protection_off_with_one_warning() {
-    let spec = r#"{"containers":[{"name":"app","command":["/drainit"]},{"name":"side","command":["/usr/bin/drainit"]}]}"#;
-    let Some((api, _s, sa)) = pod("k8s-unnamed", &["--spec", spec]) else {
-        return;
-    };
-    let app = Container::new("k8s-unnamed-app", true);
+    let app = Container::new(&format!("{name}-app"), true);
     let mut d = app.launch(&api, &sa, &[]);
     wait_for("the pod read", PATIENCE, || {
         (!api.requests().is_empty()).then_some(())
@@ -547,4 +527,19 @@ fn two_drainits_and_no_container_named_leave_protection_off_with_one_warning() {
     );
     d.signal(libc::SIGTERM);
     assert_eq!(d.wait_code(), 124, "busy to the deadline");
+}
+
+#[test]
+fn a_sidecar_that_may_run_drainit_and_no_mount_leave_protection_off() {
+    // As above without the kubelet's mounts: the sidecar's drainit could
+    // take the app's name, so neither protects (one warning each).
+    protection_stays_off("k8s-no-mounts", APP_AND_SIDECAR);
+}
+
+#[test]
+fn two_drainits_and_no_container_named_leave_protection_off_with_one_warning() {
+    protection_stays_off(
+        "k8s-unnamed",
+        r#"{"containers":[{"name":"app","command":["/drainit"]},{"name":"side","command":["/usr/bin/drainit"]}]}"#,
+    );
 }
